@@ -1,0 +1,7 @@
+// commit_order/adapters/memory.hpp — the testing kit: an in-memory log, table and position
+// store, for tests, benchmarks and documentation.
+#pragma once
+
+#include "commit_order/adapters/memory/log.hpp"
+#include "commit_order/adapters/memory/position_store.hpp"
+#include "commit_order/adapters/memory/table.hpp"

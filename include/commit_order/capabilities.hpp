@@ -1,0 +1,206 @@
+// commit_order/capabilities.hpp — what a sink or position store declares about itself.
+//
+// Capabilities are tag types collected in `capabilities<...>`. A type declares them with a
+// nested alias (`using capabilities = commit_order::capabilities<Idempotent, Synced>;`) or,
+// for a type the user does not own, with a specialisation of `capability_traits<T>`.
+// The legality rules (rules.hpp) read nothing else: a sink is exactly as safe as it claims.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+#include <type_traits>
+
+#include <boost/hana/contains.hpp>
+#include <boost/hana/find_if.hpp>
+#include <boost/hana/optional.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
+namespace commit_order {
+
+// ---- behaviour tags ------------------------------------------------------------------------
+
+/// Keyed upsert on an event-derived key under a uniqueness constraint: a replay rewrites the
+/// same row instead of adding one.
+struct Idempotent final {
+  static constexpr std::string_view name = "Idempotent";
+};
+/// The upsert only wins when the incoming source offset is newer than the row's, and every row
+/// carries its source offset: a replayed older record never overwrites newer data.
+struct OffsetGuarded final {
+  static constexpr std::string_view name = "OffsetGuarded";
+};
+/// Multi-row transactions that can also store and load the consumer's position.
+struct Transactional final {
+  static constexpr std::string_view name = "Transactional";
+};
+/// Applying a record twice leaves the same state as applying it once (a delete, a tombstone,
+/// a set insertion), without any key machinery in the sink.
+struct DuplicatesHarmless final {
+  static constexpr std::string_view name = "DuplicatesHarmless";
+};
+/// The write has an effect outside any store (an e-mail, a payment API call): it can never be
+/// made idempotent by ordering.
+struct SideEffecting final {
+  static constexpr std::string_view name = "SideEffecting";
+};
+/// Something a ledger reads: loss is never acceptable.
+struct Ledger final {
+  static constexpr std::string_view name = "Ledger";
+};
+
+// ---- durability ----------------------------------------------------------------------------
+
+/// Durability levels, ordered by `rank`: what survives which failure.
+struct Volatile final {  ///< lost when the process dies
+  static constexpr int rank = 0;
+  static constexpr std::string_view name = "Volatile";
+};
+struct Buffered final {  ///< survives a process crash (handed to the OS), not a power loss
+  static constexpr int rank = 1;
+  static constexpr std::string_view name = "Buffered";
+};
+struct Synced final {  ///< fsync'ed: survives a power loss of the machine
+  static constexpr int rank = 2;
+  static constexpr std::string_view name = "Synced";
+};
+struct Replicated final {  ///< acknowledged by several machines: survives losing one
+  static constexpr int rank = 3;
+  static constexpr std::string_view name = "Replicated";
+};
+
+template <class T>
+concept durability_level = std::is_same_v<T, Volatile> || std::is_same_v<T, Buffered> ||
+    std::is_same_v<T, Synced> || std::is_same_v<T, Replicated>;
+
+// ---- transaction size ----------------------------------------------------------------------
+
+/// The largest number of rows the sink accepts in one transaction. A batch above it is split,
+/// and the position advances per split.
+template <std::size_t N>
+struct MaxTransactionRows final {
+  static_assert(N > 0, "MaxTransactionRows<N> needs N >= 1");
+  static constexpr std::size_t value = N;
+};
+
+// ---- the declaration -----------------------------------------------------------------------
+
+/// A set of capability tags. Order does not matter; duplicates are harmless.
+template <class... Tags>
+struct capabilities final {
+  static constexpr auto tags = boost::hana::tuple_t<Tags...>;
+};
+
+/// Customisation point for types the user does not own: specialise it with a nested
+/// `using capabilities = commit_order::capabilities<...>;`.
+template <class T>
+struct capability_traits {};
+
+template <class T>
+requires requires {
+  typename T::capabilities;
+}
+struct capability_traits<T> {
+  using capabilities = typename T::capabilities;
+};
+
+namespace detail {
+template <class T>
+struct is_capabilities : std::false_type {};
+template <class... Tags>
+struct is_capabilities<capabilities<Tags...>> : std::true_type {};
+
+template <class T>
+struct is_max_transaction_rows : std::false_type {};
+template <std::size_t N>
+struct is_max_transaction_rows<MaxTransactionRows<N>> : std::true_type {};
+
+inline constexpr auto is_durability_tag = [](auto t) {
+  return boost::hana::bool_c<durability_level<typename decltype(t)::type>>;
+};
+inline constexpr auto is_max_rows_tag = [](auto t) {
+  return boost::hana::bool_c<is_max_transaction_rows<typename decltype(t)::type>::value>;
+};
+}  // namespace detail
+
+/// True when T declares its capabilities (nested alias or trait).
+template <class T>
+concept declares_capabilities = requires {
+  typename capability_traits<T>::capabilities;
+}
+&&detail::is_capabilities<typename capability_traits<T>::capabilities>::value;
+
+template <class T>
+using capabilities_of_t = typename capability_traits<T>::capabilities;
+
+/// Does the capability set `Caps` contain `Tag`?
+template <class Caps, class Tag>
+inline constexpr bool contains_capability_v =
+    decltype(boost::hana::contains(Caps::tags, boost::hana::type_c<Tag>))::value;
+
+/// Does T declare the tag `Tag`? False for a type that declares nothing.
+template <class T, class Tag>
+inline constexpr bool has_capability_v = [] {
+  if constexpr (declares_capabilities<T>) {
+    return contains_capability_v<capabilities_of_t<T>, Tag>;
+  } else {
+    return false;
+  }
+}();
+
+namespace detail {
+template <class T, class Fallback>
+constexpr auto durability_of() {
+  if constexpr (declares_capabilities<T>) {
+    constexpr auto found = boost::hana::find_if(capabilities_of_t<T>::tags, is_durability_tag);
+    if constexpr (boost::hana::is_just(found)) {
+      return *found;
+    } else {
+      return boost::hana::type_c<Fallback>;
+    }
+  } else {
+    return boost::hana::type_c<Fallback>;
+  }
+}
+}  // namespace detail
+
+/// A sink's declared durability. A sink that does not say is assumed durable (`Synced`): the
+/// position store then has to prove it is at least as durable (rule R9), the safe direction.
+template <class Sink>
+using sink_durability_t = typename decltype(detail::durability_of<Sink, Synced>())::type;
+
+/// A position store's declared durability. A store that does not say is assumed `Volatile`.
+template <class Store>
+using store_durability_t = typename decltype(detail::durability_of<Store, Volatile>())::type;
+
+namespace detail {
+template <class Caps, class Level>
+struct with_default_durability;
+template <class... Tags, class Level>
+struct with_default_durability<capabilities<Tags...>, Level> {
+  using type = std::conditional_t<(durability_level<Tags> || ...), capabilities<Tags...>,
+                                  capabilities<Tags..., Level>>;
+};
+}  // namespace detail
+
+/// `Caps`, plus the durability `Level` when `Caps` names no durability of its own.
+template <class Caps, durability_level Level>
+using with_default_durability_t = typename detail::with_default_durability<Caps, Level>::type;
+
+/// The static maximum transaction size, or 0 when the sink declares none.
+template <class Sink>
+inline constexpr std::size_t max_transaction_rows_v = [] {
+  if constexpr (declares_capabilities<Sink>) {
+    constexpr auto found =
+        boost::hana::find_if(capabilities_of_t<Sink>::tags, detail::is_max_rows_tag);
+    if constexpr (boost::hana::is_just(found)) {
+      return std::remove_cvref_t<decltype(*found)>::type::value;
+    } else {
+      return std::size_t{0};
+    }
+  } else {
+    return std::size_t{0};
+  }
+}();
+
+}  // namespace commit_order

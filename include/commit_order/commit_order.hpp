@@ -1,0 +1,16 @@
+// commit_order/commit_order.hpp — the umbrella header: the vocabulary, the rules, the loop.
+// Adapters are included separately (commit_order/adapters/<name>.hpp).
+#pragma once
+
+#include "commit_order/capabilities.hpp"
+#include "commit_order/concepts.hpp"
+#include "commit_order/errors.hpp"
+#include "commit_order/guarantee.hpp"
+#include "commit_order/key.hpp"
+#include "commit_order/offset.hpp"
+#include "commit_order/options.hpp"
+#include "commit_order/pipeline.hpp"
+#include "commit_order/policy.hpp"
+#include "commit_order/record.hpp"
+#include "commit_order/rules.hpp"
+#include "commit_order/steps.hpp"

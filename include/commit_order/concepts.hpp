@@ -1,0 +1,80 @@
+// commit_order/concepts.hpp — the shapes of sources, sinks and position stores.
+//
+// These say what the loop calls; the capability tags (capabilities.hpp) say what the calls
+// guarantee. A type can satisfy a concept and still be rejected by a legality rule.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <optional>
+#include <ranges>
+
+#include "commit_order/offset.hpp"
+#include "commit_order/record.hpp"
+
+namespace commit_order {
+
+/// The batch type a source's poll returns.
+template <class S>
+using batch_t = decltype(std::declval<S&>().poll(std::size_t{}));
+
+/// Reads batches from a position. `seek` moves the read position; `poll(n)` returns up to n
+/// records from there as a sized forward range; `earliest()` is the position of the first
+/// retained record and `end()` the position just past the last one.
+template <class S>
+concept source = requires(S& s, const S& cs, position p, std::size_t n) {
+  s.seek(p);
+  { s.poll(n) } -> std::ranges::forward_range;
+  { cs.earliest() } -> std::same_as<position>;
+  { cs.end() } -> std::same_as<position>;
+}
+&&std::ranges::sized_range<batch_t<S>>&& record<std::ranges::range_value_t<batch_t<S>>>;
+
+/// The record type of a source.
+template <source S>
+using source_record_t = std::ranges::range_value_t<batch_t<S>>;
+
+/// What a sink reports for one row. A sink whose `apply` returns void counts as `applied`.
+enum class write_outcome {
+  applied,   ///< the row now reflects this record
+  absorbed,  ///< the offset guard kept a newer row: a replay, absorbed
+};
+
+/// Writes rows derived from records: `apply(source_offset, row)`. Durable on return unless the
+/// sink is inside a transaction it opened with `begin()`.
+template <class S>
+concept sink = requires {
+  typename S::row_type;
+}
+&&requires(S& s, offset o, const typename S::row_type& row) {
+  s.apply(o, row);
+};
+
+/// The row type a sink accepts.
+template <sink S>
+using sink_row_t = typename S::row_type;
+
+/// A sink whose transactions can also hold the consumer's position. `load_position()` reads
+/// the stored position (none before the first commit); `store_position(p)` stages it inside the
+/// open transaction.
+template <class S>
+concept transactional_sink = sink<S> && requires(S& s, position p) {
+  s.begin();
+  s.commit();
+  s.rollback();
+  s.store_position(p);
+  { s.load_position() } -> std::same_as<std::optional<position>>;
+};
+
+/// Where a non-transactional policy keeps its position (the broker, a file, a table).
+/// `commit(p)` is durable on return at the store's declared durability level.
+template <class S>
+concept position_store = requires(S& s, position p) {
+  { s.load() } -> std::same_as<std::optional<position>>;
+  s.commit(p);
+};
+
+/// The marker for "no separate position store" (TransactionalPosition keeps it in the sink).
+struct no_position_store final {};
+
+}  // namespace commit_order

@@ -1,0 +1,290 @@
+// commit_order/rules.hpp — every legality rule, in one place.
+//
+// A rule is a named type with a number, a one-line message that states the rule and the fix,
+// the failure it prevents, and a predicate over a `combination` of source, sink, policy,
+// position store and key. `verdict_t` is the first rule a combination violates, or `legal`.
+// Rules are checked in the order of `all_rules`: each predicate may assume that every rule
+// before it holds, so exactly one verdict — and one diagnostic — comes out of a misuse.
+//
+// The messages are macros only because C++20 `static_assert` needs a string literal; each
+// rule's `message` member is the same text, which is what docs/legality.md is generated from.
+#pragma once
+
+#include <string_view>
+#include <type_traits>
+
+#include "commit_order/capabilities.hpp"
+#include "commit_order/concepts.hpp"
+#include "commit_order/key.hpp"
+#include "commit_order/policy.hpp"
+
+// clang-format off
+#define COMMIT_ORDER_MESSAGE_NOT_A_POLICY "commit_order: Policy is not a policy -- use AtMostOnce<>, AtLeastOnce<> or TransactionalPosition<>, or give your type `steps` and `trigger`"
+#define COMMIT_ORDER_MESSAGE_NOT_A_SOURCE "commit_order: Source does not model commit_order::source -- it needs seek(position), poll(n) returning records, earliest() and end()"
+#define COMMIT_ORDER_MESSAGE_NOT_A_SINK "commit_order: Sink does not model commit_order::sink -- it needs a row_type and apply(offset, row)"
+#define COMMIT_ORDER_MESSAGE_ROW_MISMATCH "commit_order: the sink's row_type cannot be built from the source's events -- make the sink accept the event type"
+#define COMMIT_ORDER_MESSAGE_UNDECLARED "commit_order: the sink declares no capabilities -- add `using capabilities = commit_order::capabilities<...>;` or specialise capability_traits"
+#define COMMIT_ORDER_MESSAGE_TX_SHAPE "commit_order: the sink declares Transactional but lacks begin/commit/rollback/store_position/load_position -- implement them or drop the tag"
+#define COMMIT_ORDER_MESSAGE_NOT_A_STORE "commit_order: the position store does not model commit_order::position_store -- it needs load() and commit(position)"
+#define COMMIT_ORDER_MESSAGE_R0 "commit_order R0: the policy's step list is malformed -- Poll first, then one Write and one position step, with StorePosition between Begin and Commit"
+#define COMMIT_ORDER_MESSAGE_R1 "commit_order R1: AutoCommit needs an Idempotent sink -- the timer both replays and skips records; key the sink on the event or commit explicitly"
+#define COMMIT_ORDER_MESSAGE_R2 "commit_order R2: AutoCommit makes this no-loss step order at-most-once -- the timer commits before the write; use EveryBatch or EveryRecord"
+#define COMMIT_ORDER_MESSAGE_R3 "commit_order R3: this policy replays after a crash and the sink would store replays as duplicate rows -- make the sink Idempotent (keyed upsert) or DuplicatesHarmless"
+#define COMMIT_ORDER_MESSAGE_R4 "commit_order R4: the position cannot be stored in a sink without multi-row transactions -- use a Transactional sink, or AtLeastOnce with an Idempotent sink"
+#define COMMIT_ORDER_MESSAGE_R5 "commit_order R5: TransactionalPosition needs an OffsetGuarded sink -- a replayed older record would overwrite newer data; guard the upsert on source_offset"
+#define COMMIT_ORDER_MESSAGE_R6 "commit_order R6: this policy may lose records and the sink is a Ledger -- use AtLeastOnce with an Idempotent sink, or TransactionalPosition"
+#define COMMIT_ORDER_MESSAGE_R7 "commit_order R7: a SideEffecting sink cannot be made idempotent by ordering -- write to an outbox with a claim check and send from there"
+#define COMMIT_ORDER_MESSAGE_R8 "commit_order R8: the idempotency key must be a stateless projection of the event -- use key<&Event::member...>, never a UUID, a counter or now()"
+#define COMMIT_ORDER_MESSAGE_R9 "commit_order R9: the position store is less durable than the sink it vouches for -- use a store declared at least as durable as the sink"
+#define COMMIT_ORDER_MESSAGE_R10 "commit_order R10: this policy commits its position to a position store and none was given -- pass one with with_store<Store>"
+// clang-format on
+
+namespace commit_order {
+
+/// Everything the rules look at. `Store` is `no_position_store` when none is given; `Key` is
+/// `no_key` for a sink without upsert key.
+template <class Source, class Sink, class Policy, class Store = no_position_store,
+          class Key = sink_key_t<Sink>>
+struct combination final {
+  using source_type = Source;
+  using sink_type = Sink;
+  using policy_type = Policy;
+  using store_type = Store;
+  using key_type = Key;
+};
+
+namespace rules {
+
+/// The verdict for a combination that violates no rule.
+struct legal final {
+  static constexpr std::string_view id = "legal";
+  static constexpr std::string_view message = "legal";
+};
+
+// ---- shape: is each argument the kind of thing the rules can judge? ------------------------
+
+struct not_a_policy final {
+  static constexpr std::string_view id = "S1";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_NOT_A_POLICY;
+  static constexpr std::string_view prevents = "judging an order that is not one";
+  template <class C>
+  static constexpr bool violated = !policy<typename C::policy_type>;
+};
+
+struct not_a_source final {
+  static constexpr std::string_view id = "S2";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_NOT_A_SOURCE;
+  static constexpr std::string_view prevents = "a loop over something that cannot be resumed";
+  template <class C>
+  static constexpr bool violated = !source<typename C::source_type>;
+};
+
+struct not_a_sink final {
+  static constexpr std::string_view id = "S3";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_NOT_A_SINK;
+  static constexpr std::string_view prevents = "a loop with nowhere to write";
+  template <class C>
+  static constexpr bool violated = !sink<typename C::sink_type>;
+};
+
+struct row_mismatch final {
+  static constexpr std::string_view id = "S4";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_ROW_MISMATCH;
+  static constexpr std::string_view prevents = "writing rows the sink cannot take";
+  template <class C>
+  static constexpr bool violated =
+      !std::is_convertible_v<const event_t<source_record_t<typename C::source_type>>&,
+                             const sink_row_t<typename C::sink_type>&>;
+};
+
+struct undeclared_capabilities final {
+  static constexpr std::string_view id = "S5";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_UNDECLARED;
+  static constexpr std::string_view prevents = "judging a sink that has not said what it is";
+  template <class C>
+  static constexpr bool violated = !declares_capabilities<typename C::sink_type>;
+};
+
+struct transactional_shape final {
+  static constexpr std::string_view id = "S6";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_TX_SHAPE;
+  static constexpr std::string_view prevents = "a Transactional claim the sink cannot honour";
+  template <class C>
+  static constexpr bool violated = has_capability_v<typename C::sink_type, Transactional> &&
+                                   !transactional_sink<typename C::sink_type>;
+};
+
+struct not_a_position_store final {
+  static constexpr std::string_view id = "S7";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_NOT_A_STORE;
+  static constexpr std::string_view prevents = "committing a position nowhere";
+  template <class C>
+  static constexpr bool violated = !std::is_same_v<typename C::store_type, no_position_store> &&
+                                   !position_store<typename C::store_type>;
+};
+
+// ---- the legality rules --------------------------------------------------------------------
+
+/// R0 — the step order must be one the derivation can judge.
+struct malformed_step_order final {
+  static constexpr std::string_view id = "R0";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R0;
+  static constexpr std::string_view prevents = "a guarantee computed from an order that has none";
+  template <class C>
+  static constexpr bool violated =
+      !facts_of_v<typename C::policy_type::steps>.well_formed ||
+      !facts_of_v<effective_steps_t<typename C::policy_type>>.well_formed;
+};
+
+/// R1 — auto-commit replays up to one interval and also loses: a non-idempotent sink gets
+/// duplicates *and* gaps.
+struct auto_commit_needs_idempotent_sink final {
+  static constexpr std::string_view id = "R1";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R1;
+  static constexpr std::string_view prevents = "duplicates and gaps at once";
+  template <class C>
+  static constexpr bool violated = std::is_same_v<typename C::policy_type::trigger, AutoCommit> &&
+                                   !has_capability_v<typename C::sink_type, Idempotent>;
+};
+
+/// R2 — auto-commit is commit-then-write with extra steps: an order that claims no loss
+/// becomes at-most-once. Computed: the claimed order cannot lose, the executed one can.
+struct auto_commit_makes_order_lossy final {
+  static constexpr std::string_view id = "R2";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R2;
+  static constexpr std::string_view prevents = "at-most-once under an at-least-once name";
+  template <class C>
+  static constexpr bool violated = !claimed_guarantee_t<typename C::policy_type>::may_lose &&
+                                   guarantee_t<typename C::policy_type>::may_lose;
+};
+
+/// R3 — the ordered duplicate: replays become duplicate rows.
+struct replay_needs_idempotent_sink final {
+  static constexpr std::string_view id = "R3";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R3;
+  static constexpr std::string_view prevents = "the ordered duplicate";
+  template <class C>
+  static constexpr bool violated = guarantee_t<typename C::policy_type>::may_duplicate &&
+                                   !has_capability_v<typename C::sink_type, Idempotent> &&
+                                   !has_capability_v<typename C::sink_type, DuplicatesHarmless>;
+};
+
+/// R4 — the position cannot fold into a sink without multi-row transactions.
+struct position_needs_transactional_sink final {
+  static constexpr std::string_view id = "R4";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R4;
+  static constexpr std::string_view prevents = "a transaction the sink does not have";
+  template <class C>
+  static constexpr bool violated = (policy_facts_v<typename C::policy_type>.uses_transaction ||
+                                    policy_facts_v<typename C::policy_type>.position_in_sink) &&
+                                   !has_capability_v<typename C::sink_type, Transactional>;
+};
+
+/// R5 — a replayed older record would overwrite newer data.
+struct transactional_position_needs_offset_guard final {
+  static constexpr std::string_view id = "R5";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R5;
+  static constexpr std::string_view prevents = "older data overwriting newer data";
+  template <class C>
+  static constexpr bool violated = policy_facts_v<typename C::policy_type>.position_in_sink &&
+                                   !has_capability_v<typename C::sink_type, OffsetGuarded>;
+};
+
+/// R6 — keep lossy configurations away from anything a ledger reads.
+struct ledger_must_not_lose final {
+  static constexpr std::string_view id = "R6";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R6;
+  static constexpr std::string_view prevents = "a ledger that is quietly short";
+  template <class C>
+  static constexpr bool violated = guarantee_t<typename C::policy_type>::may_lose&&
+      has_capability_v<typename C::sink_type, Ledger>;
+};
+
+/// R7 — ordering cannot make an e-mail idempotent.
+struct side_effects_need_outbox final {
+  static constexpr std::string_view id = "R7";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R7;
+  static constexpr std::string_view prevents = "a second e-mail, a second payment";
+  template <class C>
+  static constexpr bool violated = has_capability_v<typename C::sink_type, SideEffecting>;
+};
+
+/// R8 — a consumer-derived key makes every retry look new.
+struct key_must_derive_from_event final {
+  static constexpr std::string_view id = "R8";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R8;
+  static constexpr std::string_view prevents = "a retry that looks like a new record";
+  template <class C>
+  static constexpr bool violated =
+      !std::is_same_v<typename C::key_type, no_key> &&
+      !event_derived_key<typename C::key_type, sink_row_t<typename C::sink_type>>;
+};
+
+/// R9 — the position must be at least as durable as what it vouches for.
+struct store_less_durable_than_sink final {
+  static constexpr std::string_view id = "R9";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R9;
+  static constexpr std::string_view prevents = "a position that forgets what the sink kept";
+  template <class C>
+  static constexpr bool violated = policy_facts_v<typename C::policy_type>.uses_position_store &&
+                                   !std::is_same_v<typename C::store_type, no_position_store> &&
+                                   store_durability_t<typename C::store_type>::rank <
+                                       sink_durability_t<typename C::sink_type>::rank;
+};
+
+/// R10 — a policy that commits to a position store needs one.
+struct position_store_missing final {
+  static constexpr std::string_view id = "R10";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R10;
+  static constexpr std::string_view prevents = "a position that is never recorded";
+  template <class C>
+  static constexpr bool violated = policy_facts_v<typename C::policy_type>.uses_position_store&&
+                                       std::is_same_v<typename C::store_type, no_position_store>;
+};
+
+/// The order in which rules are checked: shape first, then the most fundamental problem
+/// (a sink no ordering can save, a key that defeats idempotency) before finer ones.
+template <class... Rules>
+struct rule_list final {};
+
+using all_rules =
+    rule_list<not_a_policy, malformed_step_order, not_a_source, not_a_sink, row_mismatch,
+              undeclared_capabilities, transactional_shape, not_a_position_store,
+              side_effects_need_outbox, key_must_derive_from_event, auto_commit_makes_order_lossy,
+              auto_commit_needs_idempotent_sink, replay_needs_idempotent_sink,
+              position_needs_transactional_sink, transactional_position_needs_offset_guard,
+              ledger_must_not_lose, store_less_durable_than_sink, position_store_missing>;
+
+namespace detail {
+// Each predicate is only instantiated once every rule before it has passed.
+template <class C, class Rules>
+struct first_violation;
+template <class C>
+struct first_violation<C, rule_list<>> {
+  using type = legal;
+};
+template <class C, class Rule, class... Rest>
+struct first_violation<C, rule_list<Rule, Rest...>> {
+  using type = typename std::conditional_t<Rule::template violated<C>, std::type_identity<Rule>,
+                                           first_violation<C, rule_list<Rest...>>>::type;
+};
+}  // namespace detail
+
+}  // namespace rules
+
+/// The verdict of a combination: `rules::legal`, or the first rule it violates.
+template <class Combination>
+using verdict_of_t = typename rules::detail::first_violation<Combination, rules::all_rules>::type;
+
+/// The verdict for a pipeline's parts (Store defaults to none; Key to the sink's own key).
+template <class Source, class Sink, class Policy, class Store = no_position_store,
+          class Key = sink_key_t<Sink>>
+using verdict_t = verdict_of_t<combination<Source, Sink, Policy, Store, Key>>;
+
+/// True when the combination violates no rule.
+template <class Source, class Sink, class Policy, class Store = no_position_store,
+          class Key = sink_key_t<Sink>>
+inline constexpr bool is_legal_v =
+    std::is_same_v<verdict_t<Source, Sink, Policy, Store, Key>, rules::legal>;
+
+}  // namespace commit_order

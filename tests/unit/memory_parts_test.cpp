@@ -1,0 +1,102 @@
+// The testing kit: its log, table and store behave like the real things they stand in for.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "support/orders.hpp"
+
+namespace co = commit_order;
+using namespace test_support;
+
+TEST_CASE("memory log: offsets grow from 0, poll advances, seek is checked") {
+  order_log log = make_log(10, 3);
+  CHECK(log.earliest() == co::position{0});
+  CHECK(log.end() == co::position{10});
+  auto first = log.poll(4);
+  REQUIRE(first.size() == 4);
+  CHECK(first[0].source_offset == co::offset{0});
+  CHECK(first[3].source_offset == co::offset{3});
+  CHECK(log.read_position() == co::position{4});
+  CHECK(log.poll(100).size() == 6);
+  CHECK(log.poll(100).empty());
+  log.seek(co::position{8});
+  CHECK(log.poll(100).front().source_offset == co::offset{8});
+  CHECK_THROWS_AS(log.seek(co::position{11}), co::position_beyond_end);
+}
+
+TEST_CASE("memory log: retention deletes from the front and makes old positions lost") {
+  order_log log = make_log(10, 3);
+  log.truncate_before(co::position{6});
+  CHECK(log.earliest() == co::position{6});
+  CHECK(log.end() == co::position{10});
+  CHECK(log.records().front().source_offset == co::offset{6});
+  CHECK(log.read_position() == co::position{6});
+  try {
+    log.seek(co::position{2});
+    FAIL("seek below earliest must not succeed");
+  } catch (const co::position_lost& e) {
+    CHECK(e.stored() == co::position{2});
+    CHECK(e.earliest() == co::position{6});
+  }
+  CHECK(log.append(order_event{1, 1, 1}) == co::offset{10});
+}
+
+TEST_CASE("memory table: plain append keeps every write, duplicates included") {
+  append_table t;
+  t.apply(co::offset{0}, order_event{1, 1, 10});
+  t.apply(co::offset{0}, order_event{1, 1, 10});
+  CHECK(t.size() == 2);
+  CHECK(t.applied_watermark() == co::offset{0});
+}
+
+TEST_CASE("memory table: an idempotent upsert absorbs a replay by key") {
+  upsert_table t;
+  t.apply(co::offset{0}, order_event{1, 1, 10});
+  t.apply(co::offset{0}, order_event{1, 1, 10});
+  CHECK(t.size() == 1);
+  // Without the offset guard an older record overwrites a newer one: last writer wins.
+  t.apply(co::offset{5}, order_event{1, 1, 50});
+  t.apply(co::offset{2}, order_event{1, 1, 20});
+  CHECK(t.find({1})->row.total_cents == 20);
+}
+
+TEST_CASE("memory table: the offset guard keeps the newer row") {
+  guarded_table t;
+  CHECK(t.apply(co::offset{5}, order_event{1, 1, 50}) == co::write_outcome::applied);
+  CHECK(t.apply(co::offset{2}, order_event{1, 1, 20}) == co::write_outcome::absorbed);
+  CHECK(t.apply(co::offset{5}, order_event{1, 1, 50}) == co::write_outcome::absorbed);
+  CHECK(t.find({1})->row.total_cents == 50);
+  CHECK(t.find({1})->source_offset == co::offset{5});
+  CHECK(t.apply(co::offset{6}, order_event{1, 1, 60}) == co::write_outcome::applied);
+  CHECK(t.find({1})->row.total_cents == 60);
+}
+
+TEST_CASE("memory table: a rolled-back transaction leaves rows and position untouched") {
+  guarded_tx_table t;
+  t.begin();
+  t.apply(co::offset{0}, order_event{1, 1, 10});
+  t.store_position(co::position{1});
+  t.commit();
+  CHECK(t.load_position() == co::position{1});
+
+  t.begin();
+  t.apply(co::offset{1}, order_event{1, 1, 11});  // update
+  t.apply(co::offset{2}, order_event{2, 1, 12});  // insert
+  t.store_position(co::position{3});
+  t.rollback();
+  CHECK(t.size() == 1);
+  CHECK(t.find({1})->row.total_cents == 10);
+  CHECK(t.find({2}) == nullptr);
+  CHECK(t.load_position() == co::position{1});
+  CHECK(t.applied_watermark() == co::offset{0});
+  CHECK(t.commits() == 1);
+}
+
+TEST_CASE("memory position store: load what was committed") {
+  store s;
+  CHECK_FALSE(s.load().has_value());
+  s.commit(co::position{4});
+  s.commit(co::position{9});
+  CHECK(s.load() == co::position{9});
+  CHECK(s.commits() == 2);
+}
