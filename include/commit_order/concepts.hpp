@@ -66,6 +66,28 @@ concept transactional_sink = sink<S> && requires(S& s, position p) {
   { s.load_position() } -> std::same_as<std::optional<position>>;
 };
 
+/// A transactional sink whose position row carries the owner's epoch. `claim(e)`, inside an
+/// open transaction, raises the stored owner epoch to `e` and returns the stored position, or
+/// throws `fenced` when a newer owner holds it; `store_position(p, e)` stages `p` only while
+/// the owner epoch is still `e`, and throws `fenced` otherwise.
+template <class S>
+concept fencing_sink = transactional_sink<S> && requires(S& s, position p, epoch e) {
+  { s.claim(e) } -> std::same_as<std::optional<position>>;
+  s.store_position(p, e);
+};
+
+/// A sink that can report its applied watermark: the highest source offset present in it.
+template <class S>
+concept watermarked_sink = requires(const S& s) {
+  { s.applied_watermark() } -> std::same_as<std::optional<offset>>;
+};
+
+/// A sink whose transaction size limit is known only at run time (a server setting).
+template <class S>
+concept runtime_limited_sink = requires(const S& s) {
+  { s.max_transaction_rows() } -> std::convertible_to<std::size_t>;
+};
+
 /// Where a non-transactional policy keeps its position (the broker, a file, a table).
 /// `commit(p)` is durable on return at the store's declared durability level.
 template <class S>

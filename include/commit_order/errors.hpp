@@ -54,4 +54,43 @@ class position_beyond_end final : public error {
   position end_;
 };
 
+/// The sink holds a row stamped at or above the stored position (TransactionalPosition):
+/// rows and position were meant to commit together, so this is a bug, never a legitimate state.
+class invariant_violation final : public error {
+ public:
+  invariant_violation(position stored, offset watermark)
+      : error("commit_order: invariant violation: the sink holds a row from source offset " +
+              std::to_string(watermark.value()) + " but its stored position is " +
+              std::to_string(stored.value()) +
+              "; rows and position were not committed in one transaction")
+      , stored_(stored)
+      , watermark_(watermark) {}
+
+  [[nodiscard]] position stored() const noexcept { return stored_; }
+  [[nodiscard]] offset watermark() const noexcept { return watermark_; }
+
+ private:
+  position stored_;
+  offset watermark_;
+};
+
+/// A stale owner tried to advance a position another owner has claimed since (a "zombie"
+/// after a rebalance). Its transaction is rolled back; it must stop consuming the partition.
+class fenced final : public error {
+ public:
+  fenced(epoch mine, epoch current)
+      : error("commit_order: fenced: this consumer owns the partition at epoch " +
+              std::to_string(mine.value()) + " but the position is owned at epoch " +
+              std::to_string(current.value()) + "; it lost the partition and must stop")
+      , mine_(mine)
+      , current_(current) {}
+
+  [[nodiscard]] epoch mine() const noexcept { return mine_; }
+  [[nodiscard]] epoch current() const noexcept { return current_; }
+
+ private:
+  epoch mine_;
+  epoch current_;
+};
+
 }  // namespace commit_order
