@@ -96,6 +96,13 @@ concept position_store = requires(S& s, position p) {
   s.commit(p);
 };
 
+/// Where records that failed for good go: `put(source_offset, event, reason)` is durable on
+/// return, at the sink's declared durability level.
+template <class D, class Event>
+concept dead_letter_sink = requires(D& d, offset o, const Event& e, const char* reason) {
+  d.put(o, e, reason);
+};
+
 /// The marker for "no separate position store" (TransactionalPosition keeps it in the sink).
 struct no_position_store final {};
 

@@ -93,4 +93,41 @@ class fenced final : public error {
   epoch current_;
 };
 
+/// A record failed in the transform or the sink and the error handling gave up on it. The
+/// original exception is nested (std::rethrow_if_nested). `committed()` is where the durable
+/// position stands: at or before `failed()` unless the policy had already committed past it
+/// (at-most-once), in which case `lost_until()` says which records the position skipped.
+/// (Not final: std::throw_with_nested derives from it to carry the original exception.)
+class record_failed : public error {
+ public:
+  record_failed(offset failed, position committed, const std::string& reason)
+      : error(describe(failed, committed, reason)), failed_(failed), committed_(committed) {}
+
+  [[nodiscard]] offset failed() const noexcept { return failed_; }
+  [[nodiscard]] position committed() const noexcept { return committed_; }
+  /// True when the position had already passed the failed record: it is lost.
+  [[nodiscard]] bool lost() const noexcept { return committed_.covers(failed_); }
+  /// The position the failed record's loss extends to (records [failed, lost_until) are lost).
+  [[nodiscard]] position lost_until() const noexcept {
+    return lost() ? committed_ : position::at(failed_);
+  }
+
+ private:
+  static std::string describe(offset failed, position committed, const std::string& reason) {
+    std::string s = "commit_order: record at offset " + std::to_string(failed.value()) +
+                    " failed: " + reason + "; the committed position is " +
+                    std::to_string(committed.value());
+    if (committed.covers(failed)) {
+      s += ", already past it: records [" + std::to_string(failed.value()) + ", " +
+           std::to_string(committed.value()) + ") are lost (the policy commits before it writes)";
+    } else {
+      s += ", so the record will be read again on restart";
+    }
+    return s;
+  }
+
+  offset failed_;
+  position committed_;
+};
+
 }  // namespace commit_order

@@ -1,15 +1,20 @@
 // commit_order/options.hpp — compile-time options of a pipeline, and its run-time settings.
 //
-// Options are named wrappers passed after the policy:
-//   pipeline<Source, Sink, AtLeastOnce<>, with_store<Store>, with_clock<Clock>>
-// Each has a default that costs nothing, so the plain form is the hand-written loop.
+// Options are named wrappers passed after the policy, in any order:
+//   pipeline<Source, Sink, AtLeastOnce<>, with_store<Store>, with_error_handling<retry<3>>>
+// Each has a default that costs nothing, so the plain form compiles to the hand-written loop.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <type_traits>
 
+#include "commit_order/offset.hpp"
+
 namespace commit_order {
+
+// ---- the options ---------------------------------------------------------------------------
 
 /// Where a non-transactional policy commits its position.
 template <class Store>
@@ -23,12 +28,95 @@ struct with_clock final {
   using type = Clock;
 };
 
+/// A stateless mapping from the source's event to the sink's row (default: the event itself).
+template <class Transform>
+struct with_transform final {
+  using type = Transform;
+};
+
+/// Receives progress and failure notifications; see `observer.hpp`.
+template <class Observer>
+struct with_observer final {
+  using type = Observer;
+};
+
+/// Stops the pipeline at chosen step boundaries and rows; see `faults.hpp`.
+template <class Faults>
+struct with_faults final {
+  using type = Faults;
+};
+
+/// What happens when a record fails in the transform or the sink: `stop` (default),
+/// `retry<N>` or `dead_letter<N>`.
+template <class Handling>
+struct with_error_handling final {
+  using type = Handling;
+};
+
+/// Where `dead_letter<N>` writes the records it gives up on.
+template <class DeadLetters>
+struct with_dead_letters final {
+  using type = DeadLetters;
+};
+
+// ---- defaults ------------------------------------------------------------------------------
+
+/// The transform that passes the event through unchanged (and uncopied).
+struct identity_transform final {
+  template <class Event>
+  constexpr const Event& operator()(const Event& e) const noexcept {
+    return e;
+  }
+};
+
+/// Marker for "no dead-letter sink".
+struct no_dead_letters final {};
+
+// ---- error handling ------------------------------------------------------------------------
+
+/// Stop at the first failed record with `record_failed`, naming its offset. The position never
+/// passes it: a transaction rolls back; a non-transactional write commits only its durable
+/// contiguous prefix. Default.
+struct stop final {
+  static constexpr std::size_t retries = 0;
+  static constexpr bool dead_letters = false;
+};
+
+/// Retry a failed record up to N more times (a transactional unit is rolled back and re-run
+/// whole), then stop.
+template <std::size_t N>
+struct retry final {
+  static_assert(N > 0, "retry<N> needs N >= 1; use stop for no retries");
+  static constexpr std::size_t retries = N;
+  static constexpr bool dead_letters = false;
+};
+
+/// Retry up to N times, then write the record to the dead-letter sink and go on. The position
+/// passes the record only after the dead-letter write returned (is durable).
+template <std::size_t N = 0>
+struct dead_letter final {
+  static constexpr std::size_t retries = N;
+  static constexpr bool dead_letters = true;
+};
+
+template <class H>
+concept error_handling = requires {
+  { H::retries } -> std::convertible_to<std::size_t>;
+  { H::dead_letters } -> std::convertible_to<bool>;
+};
+
+// ---- run-time settings ---------------------------------------------------------------------
+
 /// Run-time settings of a pipeline.
 struct settings final {
   /// Largest number of records one Poll returns: the unit of atomicity under EveryBatch.
   std::size_t batch_size = 500;
+  /// A run-time cap on rows per unit, on top of the sink's own limits (0: none).
+  std::size_t max_transaction_rows = 0;
   /// AutoCommit's interval (Kafka's auto.commit.interval.ms default is 5 s).
   std::chrono::milliseconds auto_commit_interval{5000};
+  /// The owner epoch this consumer claims on a fencing sink (e.g. a consumer group generation).
+  epoch owner_epoch{0};
 };
 
 namespace detail {
@@ -50,7 +138,10 @@ struct find_option<Option, Default, First, Rest...> {
 
 template <class T>
 inline constexpr bool is_known_option =
-    is_option<with_store, T>::value || is_option<with_clock, T>::value;
+    is_option<with_store, T>::value || is_option<with_clock, T>::value ||
+    is_option<with_transform, T>::value || is_option<with_observer, T>::value ||
+    is_option<with_faults, T>::value || is_option<with_error_handling, T>::value ||
+    is_option<with_dead_letters, T>::value;
 }  // namespace detail
 
 }  // namespace commit_order

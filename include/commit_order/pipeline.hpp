@@ -18,26 +18,37 @@
 
 #include "commit_order/concepts.hpp"
 #include "commit_order/detail/pipeline_impl.hpp"
+#include "commit_order/faults.hpp"
+#include "commit_order/observer.hpp"
 #include "commit_order/options.hpp"
 #include "commit_order/policy.hpp"
 #include "commit_order/rules.hpp"
 
-#define COMMIT_ORDER_MESSAGE_UNKNOWN_OPTION \
-  "commit_order: unknown pipeline option -- options are with_store<S> and with_clock<C>"
+#define COMMIT_ORDER_MESSAGE_UNKNOWN_OPTION                                                       \
+  "commit_order: unknown pipeline option -- options are with_store, with_clock, with_transform, " \
+  "with_observer, with_faults, with_error_handling and with_dead_letters"
 
 namespace commit_order {
 
 namespace detail {
+// Resolves the options (each to its default when absent) and judges the combination.
 template <class Source, class Sink, class Policy, class... Options>
 struct pipeline_parts {
   using store = typename find_option<with_store, no_position_store, Options...>::type;
   using clock = typename find_option<with_clock, std::chrono::steady_clock, Options...>::type;
+  using transform = typename find_option<with_transform, identity_transform, Options...>::type;
+  using observer = typename find_option<with_observer, no_observer, Options...>::type;
+  using faults = typename find_option<with_faults, no_faults, Options...>::type;
+  using error_handling = typename find_option<with_error_handling, stop, Options...>::type;
+  using dead_letters = typename find_option<with_dead_letters, no_dead_letters, Options...>::type;
+
   static constexpr bool options_known = (is_known_option<Options> && ...);
-  using verdict =
-      std::conditional_t<options_known, verdict_t<Source, Sink, Policy, store>, rules::legal>;
+  using combination = commit_order::combination<Source, Sink, Policy, store, sink_key_t<Sink>,
+                                                transform, error_handling, dead_letters>;
+  using verdict = std::conditional_t<options_known, verdict_of_t<combination>, rules::legal>;
   static constexpr bool ok = options_known && std::is_same_v<verdict, rules::legal>;
-  using base =
-      std::conditional_t<ok, pipeline_impl<Source, Sink, Policy, store, clock>, rejected_pipeline>;
+  using base = std::conditional_t<ok, pipeline_impl<Source, Sink, Policy, pipeline_parts>,
+                                  rejected_pipeline>;
 };
 }  // namespace detail
 
@@ -57,6 +68,7 @@ class pipeline final : public detail::pipeline_parts<Source, Sink, Policy, Optio
   static_assert(!std::is_same_v<verdict, rules::malformed_step_order>, COMMIT_ORDER_MESSAGE_R0);
   static_assert(!std::is_same_v<verdict, rules::not_a_source>, COMMIT_ORDER_MESSAGE_NOT_A_SOURCE);
   static_assert(!std::is_same_v<verdict, rules::not_a_sink>, COMMIT_ORDER_MESSAGE_NOT_A_SINK);
+  static_assert(!std::is_same_v<verdict, rules::bad_transform>, COMMIT_ORDER_MESSAGE_BAD_TRANSFORM);
   static_assert(!std::is_same_v<verdict, rules::row_mismatch>, COMMIT_ORDER_MESSAGE_ROW_MISMATCH);
   static_assert(!std::is_same_v<verdict, rules::undeclared_capabilities>,
                 COMMIT_ORDER_MESSAGE_UNDECLARED);
@@ -64,6 +76,10 @@ class pipeline final : public detail::pipeline_parts<Source, Sink, Policy, Optio
                 COMMIT_ORDER_MESSAGE_TX_SHAPE);
   static_assert(!std::is_same_v<verdict, rules::not_a_position_store>,
                 COMMIT_ORDER_MESSAGE_NOT_A_STORE);
+  static_assert(!std::is_same_v<verdict, rules::bad_error_handling>,
+                COMMIT_ORDER_MESSAGE_BAD_HANDLING);
+  static_assert(!std::is_same_v<verdict, rules::not_dead_letters>,
+                COMMIT_ORDER_MESSAGE_NOT_DEAD_LETTERS);
   static_assert(!std::is_same_v<verdict, rules::side_effects_need_outbox>, COMMIT_ORDER_MESSAGE_R7);
   static_assert(!std::is_same_v<verdict, rules::key_must_derive_from_event>,
                 COMMIT_ORDER_MESSAGE_R8);
@@ -81,6 +97,9 @@ class pipeline final : public detail::pipeline_parts<Source, Sink, Policy, Optio
   static_assert(!std::is_same_v<verdict, rules::store_less_durable_than_sink>,
                 COMMIT_ORDER_MESSAGE_R9);
   static_assert(!std::is_same_v<verdict, rules::position_store_missing>, COMMIT_ORDER_MESSAGE_R10);
+  static_assert(!std::is_same_v<verdict, rules::dead_letters_missing>, COMMIT_ORDER_MESSAGE_R11);
+  static_assert(!std::is_same_v<verdict, rules::dead_letters_less_durable>,
+                COMMIT_ORDER_MESSAGE_R12);
 
   using base = typename parts::base;
 

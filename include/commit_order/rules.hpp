@@ -16,13 +16,17 @@
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
 #include "commit_order/key.hpp"
+#include "commit_order/options.hpp"
 #include "commit_order/policy.hpp"
 
 // clang-format off
 #define COMMIT_ORDER_MESSAGE_NOT_A_POLICY "commit_order: Policy is not a policy -- use AtMostOnce<>, AtLeastOnce<> or TransactionalPosition<>, or give your type `steps` and `trigger`"
 #define COMMIT_ORDER_MESSAGE_NOT_A_SOURCE "commit_order: Source does not model commit_order::source -- it needs seek(position), poll(n) returning records, earliest() and end()"
 #define COMMIT_ORDER_MESSAGE_NOT_A_SINK "commit_order: Sink does not model commit_order::sink -- it needs a row_type and apply(offset, row)"
-#define COMMIT_ORDER_MESSAGE_ROW_MISMATCH "commit_order: the sink's row_type cannot be built from the source's events -- make the sink accept the event type"
+#define COMMIT_ORDER_MESSAGE_ROW_MISMATCH "commit_order: the sink's row_type cannot be built from the source's events -- make the sink accept the event type, or map it with_transform<F>"
+#define COMMIT_ORDER_MESSAGE_BAD_TRANSFORM "commit_order: the transform must be a stateless, default-constructible function object taking the event -- e.g. a captureless lambda"
+#define COMMIT_ORDER_MESSAGE_BAD_HANDLING "commit_order: unknown error handling -- use stop, retry<N> or dead_letter<N>"
+#define COMMIT_ORDER_MESSAGE_NOT_DEAD_LETTERS "commit_order: the dead-letter sink does not model commit_order::dead_letter_sink -- it needs put(offset, event, reason)"
 #define COMMIT_ORDER_MESSAGE_UNDECLARED "commit_order: the sink declares no capabilities -- add `using capabilities = commit_order::capabilities<...>;` or specialise capability_traits"
 #define COMMIT_ORDER_MESSAGE_TX_SHAPE "commit_order: the sink declares Transactional but lacks begin/commit/rollback/store_position/load_position -- implement them or drop the tag"
 #define COMMIT_ORDER_MESSAGE_NOT_A_STORE "commit_order: the position store does not model commit_order::position_store -- it needs load() and commit(position)"
@@ -37,21 +41,43 @@
 #define COMMIT_ORDER_MESSAGE_R8 "commit_order R8: the idempotency key must be a stateless projection of the event -- use key<&Event::member...>, never a UUID, a counter or now()"
 #define COMMIT_ORDER_MESSAGE_R9 "commit_order R9: the position store is less durable than the sink it vouches for -- use a store declared at least as durable as the sink"
 #define COMMIT_ORDER_MESSAGE_R10 "commit_order R10: this policy commits its position to a position store and none was given -- pass one with with_store<Store>"
+#define COMMIT_ORDER_MESSAGE_R11 "commit_order R11: dead_letter error handling needs somewhere to put the records it gives up on -- pass with_dead_letters<Sink>"
+#define COMMIT_ORDER_MESSAGE_R12 "commit_order R12: the dead-letter sink is less durable than the sink -- the position passes a record only once it is written durably somewhere"
 // clang-format on
 
 namespace commit_order {
 
 /// Everything the rules look at. `Store` is `no_position_store` when none is given; `Key` is
-/// `no_key` for a sink without upsert key.
+/// `no_key` for a sink without upsert key; the rest are the pipeline's options.
 template <class Source, class Sink, class Policy, class Store = no_position_store,
-          class Key = sink_key_t<Sink>>
+          class Key = sink_key_t<Sink>, class Transform = identity_transform,
+          class ErrorHandling = stop, class DeadLetters = no_dead_letters>
 struct combination final {
   using source_type = Source;
   using sink_type = Sink;
   using policy_type = Policy;
   using store_type = Store;
   using key_type = Key;
+  using transform_type = Transform;
+  using error_handling_type = ErrorHandling;
+  using dead_letters_type = DeadLetters;
 };
+
+namespace detail {
+// Can the transform turn the source's event into the sink's row? Evaluated lazily, so a
+// transform that cannot be called yields a verdict instead of a hard error.
+template <class C>
+constexpr bool rows_from_events() {
+  using event = event_t<source_record_t<typename C::source_type>>;
+  using transform = typename C::transform_type;
+  if constexpr (std::is_invocable_v<const transform&, const event&>) {
+    return std::is_convertible_v<std::invoke_result_t<const transform&, const event&>,
+                                 const sink_row_t<typename C::sink_type>&>;
+  } else {
+    return false;
+  }
+}
+}  // namespace detail
 
 namespace rules {
 
@@ -87,18 +113,26 @@ struct not_a_sink final {
   static constexpr bool violated = !sink<typename C::sink_type>;
 };
 
-struct row_mismatch final {
+struct bad_transform final {
   static constexpr std::string_view id = "S4";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_BAD_TRANSFORM;
+  static constexpr std::string_view prevents =
+      "a mapping whose output depends on more than the event";
+  template <class C>
+  static constexpr bool violated = !std::is_empty_v<typename C::transform_type> ||
+                                   !std::default_initializable<typename C::transform_type>;
+};
+
+struct row_mismatch final {
+  static constexpr std::string_view id = "S5";
   static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_ROW_MISMATCH;
   static constexpr std::string_view prevents = "writing rows the sink cannot take";
   template <class C>
-  static constexpr bool violated =
-      !std::is_convertible_v<const event_t<source_record_t<typename C::source_type>>&,
-                             const sink_row_t<typename C::sink_type>&>;
+  static constexpr bool violated = !detail::rows_from_events<C>();
 };
 
 struct undeclared_capabilities final {
-  static constexpr std::string_view id = "S5";
+  static constexpr std::string_view id = "S6";
   static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_UNDECLARED;
   static constexpr std::string_view prevents = "judging a sink that has not said what it is";
   template <class C>
@@ -106,7 +140,7 @@ struct undeclared_capabilities final {
 };
 
 struct transactional_shape final {
-  static constexpr std::string_view id = "S6";
+  static constexpr std::string_view id = "S7";
   static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_TX_SHAPE;
   static constexpr std::string_view prevents = "a Transactional claim the sink cannot honour";
   template <class C>
@@ -115,12 +149,31 @@ struct transactional_shape final {
 };
 
 struct not_a_position_store final {
-  static constexpr std::string_view id = "S7";
+  static constexpr std::string_view id = "S8";
   static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_NOT_A_STORE;
   static constexpr std::string_view prevents = "committing a position nowhere";
   template <class C>
   static constexpr bool violated = !std::is_same_v<typename C::store_type, no_position_store> &&
                                    !position_store<typename C::store_type>;
+};
+
+struct bad_error_handling final {
+  static constexpr std::string_view id = "S9";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_BAD_HANDLING;
+  static constexpr std::string_view prevents = "failure handling nobody can read off the type";
+  template <class C>
+  static constexpr bool violated = !error_handling<typename C::error_handling_type>;
+};
+
+struct not_dead_letters final {
+  static constexpr std::string_view id = "S10";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_NOT_DEAD_LETTERS;
+  static constexpr std::string_view prevents = "giving up on a record with nowhere to keep it";
+  template <class C>
+  static constexpr bool violated =
+      !std::is_same_v<typename C::dead_letters_type, no_dead_letters> &&
+      !dead_letter_sink<typename C::dead_letters_type,
+                        event_t<source_record_t<typename C::source_type>>>;
 };
 
 // ---- the legality rules --------------------------------------------------------------------
@@ -242,18 +295,42 @@ struct position_store_missing final {
                                        std::is_same_v<typename C::store_type, no_position_store>;
 };
 
+/// R11 — dead-lettering needs a dead-letter sink.
+struct dead_letters_missing final {
+  static constexpr std::string_view id = "R11";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R11;
+  static constexpr std::string_view prevents = "a skipped record with no trace";
+  template <class C>
+  static constexpr bool violated = C::error_handling_type::dead_letters&&
+      std::is_same_v<typename C::dead_letters_type, no_dead_letters>;
+};
+
+/// R12 — a record the position passes must be durable somewhere: the dead-letter sink must be at
+/// least as durable as the sink it stands in for.
+struct dead_letters_less_durable final {
+  static constexpr std::string_view id = "R12";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R12;
+  static constexpr std::string_view prevents = "a dead letter that dies with the process";
+  template <class C>
+  static constexpr bool violated = C::error_handling_type::dead_letters&&
+                                       store_durability_t<typename C::dead_letters_type>::rank <
+                                   sink_durability_t<typename C::sink_type>::rank;
+};
+
 /// The order in which rules are checked: shape first, then the most fundamental problem
 /// (a sink no ordering can save, a key that defeats idempotency) before finer ones.
 template <class... Rules>
 struct rule_list final {};
 
 using all_rules =
-    rule_list<not_a_policy, malformed_step_order, not_a_source, not_a_sink, row_mismatch,
-              undeclared_capabilities, transactional_shape, not_a_position_store,
-              side_effects_need_outbox, key_must_derive_from_event, auto_commit_makes_order_lossy,
+    rule_list<not_a_policy, malformed_step_order, not_a_source, not_a_sink, bad_transform,
+              row_mismatch, undeclared_capabilities, transactional_shape, not_a_position_store,
+              bad_error_handling, not_dead_letters, side_effects_need_outbox,
+              key_must_derive_from_event, auto_commit_makes_order_lossy,
               auto_commit_needs_idempotent_sink, replay_needs_idempotent_sink,
               position_needs_transactional_sink, transactional_position_needs_offset_guard,
-              ledger_must_not_lose, store_less_durable_than_sink, position_store_missing>;
+              ledger_must_not_lose, store_less_durable_than_sink, position_store_missing,
+              dead_letters_missing, dead_letters_less_durable>;
 
 namespace detail {
 // Each predicate is only instantiated once every rule before it has passed.

@@ -30,7 +30,8 @@ TEST_CASE("memory log: retention deletes from the front and makes old positions 
   CHECK(log.earliest() == co::position{6});
   CHECK(log.end() == co::position{10});
   CHECK(log.records().front().source_offset == co::offset{6});
-  CHECK(log.read_position() == co::position{6});
+  // The log's own cursor was at 0: it is now behind retention, and says so.
+  CHECK_THROWS_AS((void)log.poll(1), co::position_lost);
   try {
     log.seek(co::position{2});
     FAIL("seek below earliest must not succeed");
@@ -39,6 +40,19 @@ TEST_CASE("memory log: retention deletes from the front and makes old positions 
     CHECK(e.earliest() == co::position{6});
   }
   CHECK(log.append(order_event{1, 1, 1}) == co::offset{10});
+}
+
+TEST_CASE("memory log: readers are independent cursors over the same records") {
+  order_log log = make_log(10, 3);
+  auto a = log.make_reader();
+  auto b = log.make_reader();
+  CHECK(a.poll(4).size() == 4);
+  CHECK(b.poll(100).size() == 10);
+  CHECK(a.read_position() == co::position{4});
+  CHECK(a.poll(100).front().source_offset == co::offset{4});
+  log.append(order_event{});
+  CHECK(b.poll(100).size() == 1);
+  CHECK(b.end() == co::position{11});
 }
 
 TEST_CASE("memory table: plain append keeps every write, duplicates included") {

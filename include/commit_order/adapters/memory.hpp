@@ -2,6 +2,7 @@
 // store, for tests, benchmarks and documentation.
 #pragma once
 
+#include "commit_order/adapters/memory/dead_letters.hpp"
 #include "commit_order/adapters/memory/log.hpp"
 #include "commit_order/adapters/memory/position_store.hpp"
 #include "commit_order/adapters/memory/table.hpp"

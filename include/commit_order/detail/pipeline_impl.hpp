@@ -1,19 +1,28 @@
 // commit_order/detail/pipeline_impl.hpp — the loop behind `pipeline` (private).
+//
+// Everything here runs only for a combination that passed every legality rule, so it may call
+// whatever the rules guarantee the parts provide.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
-#include <iterator>
+#include <exception>
 #include <optional>
 #include <ranges>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
 #include "commit_order/errors.hpp"
+#include "commit_order/faults.hpp"
+#include "commit_order/observer.hpp"
 #include "commit_order/offset.hpp"
 #include "commit_order/options.hpp"
 #include "commit_order/policy.hpp"
+#include "commit_order/progress.hpp"
 #include "commit_order/record.hpp"
 #include "commit_order/steps.hpp"
 
@@ -32,51 +41,89 @@ struct rejected_pipeline {
   std::size_t run() { return 0; }
   [[nodiscard]] position read_position() const { return position{}; }
   [[nodiscard]] position committed_position() const { return position{}; }
+  [[nodiscard]] commit_order::progress progress() const { return {}; }
 };
 
-template <class Source, class Sink, class Policy, class Store, class Clock>
+template <class Source, class Sink, class Policy, class Parts>
 class pipeline_impl {
  public:
   using source_type = Source;
   using sink_type = Sink;
   using policy_type = Policy;
-  using store_type = Store;
+  using store_type = typename Parts::store;
+  using observer_type = typename Parts::observer;
+  using faults_type = typename Parts::faults;
+  using dead_letters_type = typename Parts::dead_letters;
   using steps = effective_steps_t<Policy>;
   using guarantee = guarantee_t<Policy>;
 
  private:
-  static constexpr step_order_facts facts = facts_of_v<steps>;
-  static constexpr bool has_store = !std::is_same_v<Store, no_position_store>;
-  static constexpr bool auto_commit = facts.position_on_timer;
-  static constexpr std::size_t static_max_rows = max_transaction_rows_v<Sink>;
-  using store_ptr = std::conditional_t<has_store, Store*, nothing>;
+  using Store = store_type;
+  using DeadLetters = dead_letters_type;
+  using Clock = typename Parts::clock;
+  using Transform = typename Parts::transform;
+  using Handling = typename Parts::error_handling;
   using time_point = typename Clock::time_point;
 
+  static constexpr step_order_facts facts = facts_of_v<steps>;
+  static constexpr bool has_store = !std::is_same_v<Store, no_position_store>;
+  static constexpr bool has_dead_letters = !std::is_same_v<DeadLetters, no_dead_letters>;
+  static constexpr bool auto_commit = facts.position_on_timer;
+  static constexpr bool tx_unit = facts.uses_transaction;
+  static constexpr bool fencing = facts.position_in_sink && fencing_sink<Sink>;
+  static constexpr bool faults_enabled = requires(faults_type & f, const fault_point& p) {
+    f.at(p);
+  };
+  // A non-transactional write followed by a position commit leaves a durable prefix behind a
+  // failed record; the position may cover exactly that prefix.
+  static constexpr bool prefix_commit = !facts.uses_transaction && facts.uses_position_store &&
+                                        !facts.position_on_timer &&
+                                        facts.write_durable_at < facts.position_durable_at;
+  // Non-transactional writes retry and dead-letter per record; a transactional unit is rolled
+  // back and re-run whole, because the sink may have aborted its transaction.
+  static constexpr bool per_record_handling =
+      !tx_unit && (Handling::retries > 0 || Handling::dead_letters);
+
  public:
-  explicit pipeline_impl(Source& source, Sink& sink, settings s = {}) requires(!has_store)
+  pipeline_impl(Source& source, Sink& sink,
+                settings s = {}) requires(!has_store && !has_dead_letters)
       : source_(&source), sink_(&sink), settings_(s) {}
 
-  pipeline_impl(Source& source, Sink& sink, Store& store, settings s = {}) requires has_store
-      : source_(&source),
-        sink_(&sink),
-        store_(&store),
-        settings_(s) {}
+  pipeline_impl(Source& source, Sink& sink, Store& store,
+                settings s = {}) requires(has_store && !has_dead_letters)
+      : source_(&source), sink_(&sink), store_(&store), settings_(s) {}
 
-  /// Loads the stored position — from the sink under TransactionalPosition, from the store
-  /// otherwise — checks it against what the source retains, and seeks there. A consumer with
-  /// no stored position starts at the earliest retained record.
+  pipeline_impl(Source& source, Sink& sink, DeadLetters& dead_letters,
+                settings s = {}) requires(!has_store && has_dead_letters)
+      : source_(&source), sink_(&sink), dead_letters_(&dead_letters), settings_(s) {}
+
+  pipeline_impl(Source& source, Sink& sink, Store& store, DeadLetters& dead_letters,
+                settings s = {}) requires(has_store&& has_dead_letters)
+      : source_(&source)
+      , sink_(&sink)
+      , store_(&store)
+      , dead_letters_(&dead_letters)
+      , settings_(s) {}
+
+  /// Loads the stored position — from the sink, inside a transaction, under a policy that keeps
+  /// it there; from the position store otherwise — checks it against what the source retains,
+  /// and seeks there. A consumer with no stored position starts at the earliest retained record.
+  /// Throws `position_lost`, `position_beyond_end`, `invariant_violation` or `fenced`.
   position recover() {
     std::optional<position> stored;
     if constexpr (facts.position_in_sink) {
-      stored = sink_->load_position();
+      stored = load_from_sink();
     } else {
       stored = store_->load();
     }
-    const position start = stored.value_or(source_->earliest());
-    if (start < source_->earliest())
-      throw position_lost(start, source_->earliest());
-    if (start > source_->end())
-      throw position_beyond_end(start, source_->end());
+    const position earliest = source_->earliest();
+    const position end = source_->end();
+    const position start = stored.value_or(earliest);
+    // Reading on from `earliest` instead would silently skip everything in between.
+    if (start < earliest)
+      throw position_lost(start, earliest);
+    if (start > end)
+      throw position_beyond_end(start, end);
     source_->seek(start);
     read_ = committed_ = start;
     if constexpr (auto_commit)
@@ -85,26 +132,34 @@ class pipeline_impl {
     return start;
   }
 
-  /// One Poll and the rest of the policy's steps over each unit of work in the batch.
-  /// Returns the number of records handled (0 when the source had nothing new).
+  /// One Poll, then the rest of the policy's steps over each unit of work in the batch (the
+  /// batch, or its splits). Returns the number of records handled; 0 when there was nothing new.
+  /// After any exception the next call recovers from the durable position first.
   std::size_t poll_once() {
     if (!recovered_)
       recover();
-    auto&& batch = source_->poll(settings_.batch_size);
-    const auto n = static_cast<std::size_t>(std::ranges::size(batch));
-    if (n == 0)
-      return 0;
-    auto first = std::ranges::begin(batch);
-    read_ = position::after(offset_of(*(first + static_cast<std::ptrdiff_t>(n - 1))));
-    tick();
-    const std::size_t unit = unit_size(n);
-    for (std::size_t done = 0; done < n;) {
-      const std::size_t len = std::min(unit, n - done);
-      auto unit_first = first + static_cast<std::ptrdiff_t>(done);
-      run_unit(unit_first, unit_first + static_cast<std::ptrdiff_t>(len), steps{});
-      done += len;
+    try {
+      auto&& batch = source_->poll(settings_.batch_size);
+      const auto n = static_cast<std::size_t>(std::ranges::size(batch));
+      if (n == 0)
+        return 0;
+      auto first = std::ranges::begin(batch);
+      read_ = position::after(offset_of(first[static_cast<std::ptrdiff_t>(n - 1)]));
+      if constexpr (requires { observer_.on_poll(n, read_); })
+        observer_.on_poll(n, read_);
+      tick();
+      const std::size_t unit = unit_size(n);
+      for (std::size_t done = 0; done < n;) {
+        const std::size_t len = std::min(unit, n - done);
+        const auto unit_first = first + static_cast<std::ptrdiff_t>(done);
+        process_unit(unit_first, unit_first + static_cast<std::ptrdiff_t>(len));
+        done += len;
+      }
+      return n;
+    } catch (...) {
+      recovered_ = false;
+      throw;
     }
-    return n;
   }
 
   /// Polls until the source has nothing more to give; returns the records handled.
@@ -120,26 +175,127 @@ class pipeline_impl {
   /// The last position made durable (in the store, or in the sink's transaction).
   [[nodiscard]] position committed_position() const noexcept { return committed_; }
 
+  /// Read position, committed position, the sink's applied watermark and the source's end.
+  [[nodiscard]] commit_order::progress progress() const {
+    commit_order::progress p{read_, committed_, std::nullopt, source_->end()};
+    if constexpr (watermarked_sink<Sink>)
+      p.applied_watermark = sink_->applied_watermark();
+    return p;
+  }
+
+  [[nodiscard]] observer_type& observer() noexcept { return observer_; }
+  [[nodiscard]] const observer_type& observer() const noexcept { return observer_; }
+  [[nodiscard]] faults_type& faults() noexcept { return faults_; }
+
  private:
-  std::size_t unit_size(std::size_t batch) const noexcept {
-    if constexpr (std::is_same_v<typename Policy::trigger, EveryRecord>) {
-      return 1;
-    } else if constexpr (static_max_rows != 0) {
-      return std::min(batch, static_max_rows);
-    } else {
-      return batch;
+  std::optional<position> load_from_sink() {
+    sink_->begin();
+    try {
+      std::optional<position> stored;
+      if constexpr (fencing) {
+        stored = sink_->claim(settings_.owner_epoch);
+      } else {
+        stored = sink_->load_position();
+      }
+      if constexpr (watermarked_sink<Sink>) {
+        // Rows and position commit together, so no row can be newer than the position.
+        const std::optional<offset> watermark = sink_->applied_watermark();
+        if (watermark && !(stored && stored->covers(*watermark))) {
+          throw invariant_violation(stored.value_or(position{0}), *watermark);
+        }
+      }
+      sink_->commit();
+      return stored;
+    } catch (...) {
+      sink_->rollback();
+      throw;
     }
   }
 
-  // The steps after Poll run once per unit, in the policy's order.
-  template <class It, class... Rest>
-  void run_unit(It first, It last, step_list<Poll, Rest...>) {
+  std::size_t unit_size(std::size_t batch) const {
+    if constexpr (std::is_same_v<typename Policy::trigger, EveryRecord>) {
+      return 1;
+    } else {
+      std::size_t limit = batch;
+      if constexpr (max_transaction_rows_v<Sink> != 0) {
+        limit = std::min(limit, max_transaction_rows_v<Sink>);
+      }
+      if constexpr (runtime_limited_sink<Sink>) {
+        if (const std::size_t n = sink_->max_transaction_rows(); n != 0)
+          limit = std::min(limit, n);
+      }
+      if (settings_.max_transaction_rows != 0) {
+        limit = std::min(limit, settings_.max_transaction_rows);
+      }
+      return limit;
+    }
+  }
+
+  template <class It>
+  void process_unit(It first, It last) {
     const position unit_end = position::after(offset_of(*(last - 1)));
-    if constexpr (facts.uses_transaction) {
+    const std::size_t unit_index = units_started_++;
+    std::size_t retries_used = 0;
+    if constexpr (Handling::dead_letters && tx_unit)
+      skipped_.clear();
+    for (;;) {
+      failed_.reset();
       try {
-        (run_step(Rest{}, first, last, unit_end), ...);
+        run_unit(first, last, unit_end, unit_index, std::make_index_sequence<steps::size - 1>{});
+        return;
+      } catch (const std::exception& e) {
+        // Only a record's failure is handled here; a failing begin, commit or position store is
+        // not the record's fault and propagates as it is (after the rollback in run_unit).
+        if (!failed_)
+          throw;
+        const offset bad = *failed_;
+        if constexpr (tx_unit) {
+          if (retries_used < Handling::retries) {
+            ++retries_used;
+            notify_retry(bad, retries_used);
+            continue;
+          }
+          if constexpr (Handling::dead_letters) {
+            for (It it = first; it != last; ++it) {
+              if (offset_of(*it) == bad)
+                put_dead_letter(bad, event_of(*it), e.what());
+            }
+            skipped_.push_back(bad);
+            retries_used = 0;
+            continue;  // re-run the unit without the dead-lettered record
+          }
+        }
+        give_up(bad, e);
+      }
+    }
+  }
+
+  // Called inside the handler of the record's exception, which it nests into record_failed.
+  [[noreturn]] void give_up(offset bad, const std::exception& e) {
+    if constexpr (prefix_commit) {
+      // The records before `bad` are durable: cover them, so a restart resumes at `bad`. Never
+      // past it: the partial batch must not be committed over the gap.
+      const position prefix = position::at(bad);
+      if (committed_ < prefix) {
+        store_->commit(prefix);
+        committed_ = prefix;
+      }
+    }
+    if constexpr (requires { observer_.on_record_failed(bad); })
+      observer_.on_record_failed(bad);
+    std::throw_with_nested(record_failed(bad, committed_, e.what()));
+  }
+
+  template <class It, std::size_t... I>
+  void run_unit(It first, It last, position unit_end, std::size_t unit_index,
+                std::index_sequence<I...>) {
+    fault(fault_point::kind::after_step, step_kind::poll, 0, 0, unit_end, unit_index);
+    if constexpr (tx_unit) {
+      try {
+        (run_step<steps::kinds[I + 1], I + 1>(first, last, unit_end, unit_index), ...);
       } catch (...) {
-        // No half-applied unit survives: whatever the transaction wrote goes with it.
+        // No half-applied unit survives: whatever the transaction wrote goes with it (as the
+        // database itself would discard it when a process dies).
         if (tx_open_) {
           tx_open_ = false;
           sink_->rollback();
@@ -147,38 +303,113 @@ class pipeline_impl {
         throw;
       }
     } else {
-      (run_step(Rest{}, first, last, unit_end), ...);
+      (run_step<steps::kinds[I + 1], I + 1>(first, last, unit_end, unit_index), ...);
     }
   }
 
-  template <class Step, class It>
-  void run_step(Step, It first, It last, position unit_end) {
-    if constexpr (std::is_same_v<Step, Write>) {
-      for (; first != last; ++first) {
-        sink_->apply(offset_of(*first), event_of(*first));
+  template <step_kind Step, std::size_t Index, class It>
+  void run_step(It first, It last, position unit_end, std::size_t unit_index) {
+    if constexpr (Step == step_kind::write) {
+      std::size_t row = 0;
+      for (It it = first; it != last; ++it) {
+        const offset o = offset_of(*it);
+        if constexpr (Handling::dead_letters && tx_unit) {
+          if (is_skipped(o))
+            continue;
+        }
+        write_record(o, event_of(*it));
+        ++row;
+        fault(fault_point::kind::after_row, Step, Index, row, unit_end, unit_index);
       }
-    } else if constexpr (std::is_same_v<Step, CommitPosition>) {
+    } else if constexpr (Step == step_kind::commit_position) {
       store_->commit(unit_end);
       committed_ = unit_end;
-    } else if constexpr (std::is_same_v<Step, Begin>) {
+      notify_unit_committed(unit_end);
+    } else if constexpr (Step == step_kind::begin) {
       sink_->begin();
       tx_open_ = true;
-    } else if constexpr (std::is_same_v<Step, StorePosition>) {
-      sink_->store_position(unit_end);
-      staged_ = unit_end;
-    } else if constexpr (std::is_same_v<Step, Commit>) {
+    } else if constexpr (Step == step_kind::store_position) {
+      if constexpr (fencing) {
+        sink_->store_position(unit_end, settings_.owner_epoch);
+      } else {
+        sink_->store_position(unit_end);
+      }
+    } else if constexpr (Step == step_kind::commit) {
       sink_->commit();
       tx_open_ = false;
-      if constexpr (facts.position_in_sink)
-        committed_ = staged_;
-    } else if constexpr (std::is_same_v<Step, TimedCommitPosition>) {
-      // Not an ordered step: the timer is consulted at every step boundary below.
+      if constexpr (facts.position_in_sink) {
+        committed_ = unit_end;
+        notify_unit_committed(unit_end);
+      }
     }
+    // TimedCommitPosition is not run in order: the timer is consulted at every boundary.
     tick();
+    fault(fault_point::kind::after_step, Step, Index, 0, unit_end, unit_index);
   }
 
-  // AutoCommit: whenever the interval has passed, commit the last *polled* position, whether
-  // or not its records were written. This is the hazard the type reports as MayLoseAndDuplicate.
+  template <class Event>
+  void write_record(offset o, const Event& event) {
+    if constexpr (per_record_handling) {
+      for (std::size_t attempt = 0;; ++attempt) {
+        try {
+          apply_one(o, event);
+          return;
+        } catch (const std::exception& e) {
+          if (attempt < Handling::retries) {
+            notify_retry(o, attempt + 1);
+            continue;
+          }
+          failed_ = o;
+          if constexpr (Handling::dead_letters) {
+            put_dead_letter(o, event, e.what());
+            failed_.reset();
+            return;
+          }
+          throw;
+        }
+      }
+    } else {
+      try {
+        apply_one(o, event);
+      } catch (const std::exception&) {
+        failed_ = o;
+        throw;
+      }
+    }
+  }
+
+  template <class Event>
+  void apply_one(offset o, const Event& event) {
+    decltype(auto) row = transform_(event);
+    if constexpr (std::is_same_v<decltype(sink_->apply(o, row)), write_outcome>) {
+      if (sink_->apply(o, row) == write_outcome::absorbed) {
+        if constexpr (requires { observer_.on_replay_absorbed(o); }) {
+          observer_.on_replay_absorbed(o);
+        }
+        return;
+      }
+    } else {
+      sink_->apply(o, row);
+    }
+    if constexpr (requires { observer_.on_row_written(o); })
+      observer_.on_row_written(o);
+  }
+
+  template <class Event>
+  void put_dead_letter(offset o, const Event& event, const char* reason) {
+    if constexpr (has_dead_letters) {
+      dead_letters_->put(o, event, reason);
+      if constexpr (requires { observer_.on_dead_letter(o); })
+        observer_.on_dead_letter(o);
+    }
+  }
+
+  bool is_skipped(offset o) const noexcept {
+    return !skipped_.empty() && std::find(skipped_.begin(), skipped_.end(), o) != skipped_.end();
+  }
+
+  // AutoCommit: whenever the interval has passed, commit the last *polled* position, whether or
+  // not its records were written. This is the hazard the type reports as MayLoseAndDuplicate.
   void tick() {
     if constexpr (auto_commit) {
       const time_point now = Clock::now();
@@ -186,18 +417,46 @@ class pipeline_impl {
         store_->commit(read_);
         committed_ = read_;
         last_auto_commit_ = now;
+        if constexpr (requires { observer_.on_auto_commit(read_); }) {
+          observer_.on_auto_commit(read_);
+        }
       }
     }
   }
 
+  void fault([[maybe_unused]] fault_point::kind where, [[maybe_unused]] step_kind step,
+             [[maybe_unused]] std::size_t index, [[maybe_unused]] std::size_t row,
+             [[maybe_unused]] position unit_end, [[maybe_unused]] std::size_t unit_index) {
+    if constexpr (faults_enabled) {
+      faults_.at(fault_point{where, step, index, row, unit_end, unit_index});
+    }
+  }
+
+  void notify_unit_committed(position p) {
+    if constexpr (requires { observer_.on_unit_committed(p); })
+      observer_.on_unit_committed(p);
+  }
+  void notify_retry(offset o, std::size_t attempt) {
+    if constexpr (requires { observer_.on_retry(o, attempt); })
+      observer_.on_retry(o, attempt);
+  }
+
   Source* source_;
   Sink* sink_;
-  [[no_unique_address]] store_ptr store_{};
+  [[no_unique_address]] std::conditional_t<has_store, Store*, nothing> store_{};
+  [[no_unique_address]] std::conditional_t<has_dead_letters, DeadLetters*, nothing> dead_letters_{};
   settings settings_;
+  [[no_unique_address]] Transform transform_{};
+  [[no_unique_address]] observer_type observer_{};
+  [[no_unique_address]] faults_type faults_{};
+  [[no_unique_address]] std::conditional_t<auto_commit, time_point, nothing> last_auto_commit_{};
+  [[no_unique_address]] std::conditional_t<Handling::dead_letters && tx_unit, std::vector<offset>,
+                                           nothing>
+      skipped_{};
   position read_{};
   position committed_{};
-  position staged_{};
-  [[no_unique_address]] std::conditional_t<auto_commit, time_point, nothing> last_auto_commit_{};
+  std::optional<offset> failed_{};
+  std::size_t units_started_ = 0;
   bool recovered_ = false;
   bool tx_open_ = false;
 };

@@ -2,6 +2,8 @@
 //
 // Part of the testing kit: a source with Kafka's offset semantics (offsets start at 0 and only
 // grow; retention deletes from the front and moves earliest()), cheap enough for benchmarks.
+// The log is itself a source with one cursor; `reader()` gives further, independent cursors
+// over the same records, as several consumers of one partition have.
 #pragma once
 
 #include <algorithm>
@@ -28,23 +30,20 @@ class log final {
     return at;
   }
 
+  class reader;
+
   /// Moves the read position. Seeking below earliest() is a lost position, never a reset.
-  void seek(position p) {
-    if (p < earliest())
-      throw position_lost(p, earliest());
-    if (p > end())
-      throw position_beyond_end(p, end());
-    read_ = p;
-  }
+  void seek(position p) { seek_cursor(read_, p); }
 
   /// Up to `max` records from the read position; advances the read position past them.
   /// The span stays valid until the next append() or truncate_before().
   [[nodiscard]] std::span<const record_type> poll(std::size_t max) {
-    const auto first = static_cast<std::size_t>(read_.value() - base_);
-    const auto count = std::min(max, records_.size() - first);
-    read_ = position{read_.value() + static_cast<position::value_type>(count)};
-    return std::span<const record_type>(records_).subspan(first, count);
+    return poll_cursor(read_, max);
   }
+
+  /// A further cursor over this log's records, starting at earliest(). It must not outlive
+  /// the log.
+  [[nodiscard]] reader make_reader() const noexcept { return reader(*this); }
 
   /// Position of the first record still retained.
   [[nodiscard]] position earliest() const noexcept { return position{base_}; }
@@ -55,19 +54,52 @@ class log final {
   /// Where the next poll() reads.
   [[nodiscard]] position read_position() const noexcept { return read_; }
 
-  /// Retention: deletes every record before `p`. A reader positioned there keeps reading; a
-  /// consumer whose stored position is older gets `position_lost` on recovery.
+  /// Retention: deletes every record before `p`. A cursor that has not reached `p` gets
+  /// `position_lost` on its next poll, as a consumer behind a log's retention does.
   void truncate_before(position p) {
     const auto cut = std::clamp(p.value(), base_, end().value());
     records_.erase(records_.begin(), records_.begin() + (cut - base_));
     base_ = cut;
-    read_ = std::max(read_, earliest());
   }
 
   /// The retained records, oldest first.
   [[nodiscard]] std::span<const record_type> records() const noexcept { return records_; }
 
+  /// An independent cursor over a log: a source of its own.
+  class reader final {
+   public:
+    explicit reader(const log& l) noexcept : log_(&l), read_(l.earliest()) {}
+    void seek(position p) { log_->seek_cursor(read_, p); }
+    [[nodiscard]] std::span<const record_type> poll(std::size_t max) {
+      return log_->poll_cursor(read_, max);
+    }
+    [[nodiscard]] position earliest() const noexcept { return log_->earliest(); }
+    [[nodiscard]] position end() const noexcept { return log_->end(); }
+    [[nodiscard]] position read_position() const noexcept { return read_; }
+
+   private:
+    const log* log_;
+    position read_;
+  };
+
  private:
+  void seek_cursor(position& cursor, position p) const {
+    if (p < earliest())
+      throw position_lost(p, earliest());
+    if (p > end())
+      throw position_beyond_end(p, end());
+    cursor = p;
+  }
+
+  std::span<const record_type> poll_cursor(position& cursor, std::size_t max) const {
+    if (cursor < earliest())
+      throw position_lost(cursor, earliest());
+    const auto first = static_cast<std::size_t>(cursor.value() - base_);
+    const auto count = std::min(max, records_.size() - first);
+    cursor = position{cursor.value() + static_cast<position::value_type>(count)};
+    return std::span<const record_type>(records_).subspan(first, count);
+  }
+
   std::vector<record_type> records_;
   offset::value_type base_ = 0;
   position read_{0};

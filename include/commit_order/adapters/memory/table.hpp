@@ -5,7 +5,9 @@
 //   Idempotent     rows are upserted by the event-derived key (otherwise: plain append);
 //   OffsetGuarded  an upsert wins only if its source offset is newer than the row's;
 //   Transactional  begin/commit/rollback, with the position stored in the same transaction;
-//   a durability tag and MaxTransactionRows<N> are declared, not simulated.
+//   a durability tag and MaxTransactionRows<N> are declared, not simulated;
+//   the position row carries an owner epoch, so two pipelines on one table fence each other;
+//   a run-time transaction limit (set_max_transaction_rows) stands for a server setting.
 // Like a real table it outlives the pipeline, which is what crash tests rely on.
 #pragma once
 
@@ -21,6 +23,7 @@
 
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
+#include "commit_order/errors.hpp"
 #include "commit_order/key.hpp"
 #include "commit_order/offset.hpp"
 
@@ -86,6 +89,7 @@ class table final {
     appended_at_begin_ = appended_.size();
     watermark_at_begin_ = watermark_;
     staged_position_.reset();
+    staged_owner_.reset();
   }
 
   void store_position(position p) requires transactional {
@@ -94,11 +98,33 @@ class table final {
     staged_position_ = p;
   }
 
+  /// Fencing: raises the owner epoch to `e` (on commit) and returns the stored position, or
+  /// throws `fenced` when a newer owner has claimed the position.
+  std::optional<position> claim(epoch e) requires transactional {
+    if (!in_tx_)
+      throw std::logic_error("memory::table: claim() outside a transaction");
+    if (e < owner_)
+      throw fenced(e, owner_);
+    staged_owner_ = e;
+    return position_;
+  }
+
+  /// Stages `p` only while `e` still owns the position.
+  void store_position(position p, epoch e) requires transactional {
+    const epoch current = staged_owner_.value_or(owner_);
+    if (e != current)
+      throw fenced(e, current);
+    store_position(p);
+  }
+
   void commit() requires transactional {
     if (!in_tx_)
       throw std::logic_error("memory::table: commit() without begin()");
     if (staged_position_)
       position_ = staged_position_;
+    if (staged_owner_)
+      owner_ = *staged_owner_;
+    staged_owner_.reset();
     in_tx_ = false;
     undo_.clear();
     ++commits_;
@@ -121,11 +147,19 @@ class table final {
     in_tx_ = false;
     undo_.clear();
     staged_position_.reset();
+    staged_owner_.reset();
   }
 
   [[nodiscard]] std::optional<position> load_position() const requires transactional {
     return position_;
   }
+
+  /// The epoch that currently owns the position row.
+  [[nodiscard]] epoch owner() const noexcept { return owner_; }
+
+  /// A run-time transaction limit, as a server setting would impose (0: none).
+  [[nodiscard]] std::size_t max_transaction_rows() const noexcept { return runtime_max_rows_; }
+  void set_max_transaction_rows(std::size_t n) noexcept { runtime_max_rows_ = n; }
 
   // ---- what a test inspects ----------------------------------------------------------------
 
@@ -175,6 +209,9 @@ class table final {
   std::optional<offset> watermark_at_begin_;
   std::optional<position> position_;
   std::optional<position> staged_position_;
+  std::optional<epoch> staged_owner_;
+  epoch owner_{0};
+  std::size_t runtime_max_rows_ = 0;
   std::size_t appended_at_begin_ = 0;
   std::size_t commits_ = 0;
   bool in_tx_ = false;

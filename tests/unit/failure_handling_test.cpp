@@ -1,0 +1,276 @@
+// No swallowed failures: "record 300 of 500 fails" under every policy and every error handling.
+// The position never passes a failed record unless the policy had already committed past it
+// (at-most-once), and then the error says which records were lost.
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "support/flaky.hpp"
+#include "support/orders.hpp"
+
+namespace co = commit_order;
+using namespace test_support;
+
+namespace {
+constexpr co::offset bad{300};
+constexpr auto one_batch = co::settings{.batch_size = 500};
+using letters = co::memory::dead_letters<order_event>;
+
+// 500 records, each a distinct order, so the table's size is the number of records applied.
+order_log five_hundred() {
+  return make_log(500, 500);
+}
+
+template <class Table>
+bool holds(const Table& t, std::int64_t order_id) {
+  bool found = false;
+  t.for_each([&](const auto& r) { found = found || r.row.order_id == order_id; });
+  return found;
+}
+}  // namespace
+
+// ---- stop (the default) --------------------------------------------------------------------
+
+TEST_CASE("stop / TransactionalPosition: the unit rolls back, the position stays") {
+  order_log log = five_hundred();
+  guarded_tx_table table;
+  flaky_sink<guarded_tx_table> sink{&table, {{bad, -1}}};
+  co::pipeline<order_log, flaky_sink<guarded_tx_table>, co::TransactionalPosition<>> p(log, sink,
+                                                                                       one_batch);
+  try {
+    p.poll_once();
+    FAIL("the failure must surface");
+  } catch (const co::record_failed& e) {
+    CHECK(e.failed() == bad);
+    CHECK(e.committed() == co::position{0});
+    CHECK_FALSE(e.lost());
+    CHECK(std::string(e.what()).find("offset 300") != std::string::npos);
+    CHECK_THROWS_WITH_AS(std::rethrow_if_nested(e), "sink rejected offset 300", std::runtime_error);
+  }
+  CHECK(table.size() == 0);
+  CHECK_FALSE(table.load_position().has_value());
+}
+
+TEST_CASE("stop / AtLeastOnce: only the durable contiguous prefix is committed") {
+  order_log log = five_hundred();
+  guarded_table table;
+  store st;
+  flaky_sink<guarded_table> sink{&table, {{bad, 1}}};
+  using pipeline_t =
+      co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>>;
+  {
+    pipeline_t p(log, sink, st, one_batch);
+    try {
+      p.poll_once();
+      FAIL("the failure must surface");
+    } catch (const co::record_failed& e) {
+      CHECK(e.failed() == bad);
+      CHECK(e.committed() == co::position{300});
+      CHECK_FALSE(e.lost());
+    }
+  }
+  CHECK(table.size() == 300);             // records 0..299 are durable
+  CHECK(st.load() == co::position{300});  // never past 299
+  // A restart resumes exactly at the failed record.
+  pipeline_t restarted(log, sink, st, one_batch);
+  CHECK(restarted.recover() == co::position{300});
+  CHECK(restarted.run() == 200);
+  CHECK(table.size() == 500);
+}
+
+TEST_CASE("stop / AtMostOnce: the position had already passed it, and the error says so") {
+  order_log log = five_hundred();
+  append_table table;
+  store st;
+  flaky_sink<append_table> sink{&table, {{bad, -1}}};
+  co::pipeline<order_log, flaky_sink<append_table>, co::AtMostOnce<>, co::with_store<store>> p(
+      log, sink, st, one_batch);
+  try {
+    p.poll_once();
+    FAIL("the failure must surface");
+  } catch (const co::record_failed& e) {
+    CHECK(e.failed() == bad);
+    CHECK(e.committed() == co::position{500});
+    CHECK(e.lost());
+    CHECK(e.lost_until() == co::position{500});
+    CHECK(std::string(e.what()).find("records [300, 500) are lost") != std::string::npos);
+  }
+  CHECK(table.size() == 300);
+  CHECK(st.load() == co::position{500});
+}
+
+TEST_CASE("a failure in the transform is a record failure like any other") {
+  order_log log = five_hundred();
+  guarded_tx_table table;
+  auto refuse_300 = [](const order_event& e) {
+    if (e.order_id == 300)
+      throw std::invalid_argument("cannot map order 300");
+    return e;
+  };
+  co::pipeline<order_log, guarded_tx_table, co::TransactionalPosition<>,
+               co::with_transform<decltype(refuse_300)>>
+      p(log, table, co::settings{.batch_size = 100});
+  CHECK(p.poll_once() == 100);
+  CHECK(p.poll_once() == 100);
+  CHECK(p.poll_once() == 100);
+  try {
+    p.poll_once();
+    FAIL("the failure must surface");
+  } catch (const co::record_failed& e) {
+    CHECK(e.failed() == bad);
+    CHECK(e.committed() == co::position{300});
+  }
+  CHECK(table.size() == 300);
+}
+
+// ---- retry<N> ------------------------------------------------------------------------------
+
+TEST_CASE("retry / TransactionalPosition: a transient failure re-runs the unit and succeeds") {
+  order_log log = five_hundred();
+  guarded_tx_table table;
+  flaky_sink<guarded_tx_table> sink{&table, {{bad, 2}}};
+  co::pipeline<order_log, flaky_sink<guarded_tx_table>, co::TransactionalPosition<>,
+               co::with_error_handling<co::retry<3>>, co::with_observer<co::counting_observer>>
+      p(log, sink, one_batch);
+  CHECK(p.run() == 500);
+  CHECK(table.size() == 500);
+  CHECK(table.load_position() == co::position{500});
+  CHECK(p.observer().retries == 2);
+  CHECK(p.observer().units_committed == 1);
+}
+
+TEST_CASE("retry / AtLeastOnce and AtMostOnce retry the record in place") {
+  order_log log = five_hundred();
+  store st;
+  SUBCASE("AtLeastOnce") {
+    guarded_table table;
+    flaky_sink<guarded_table> sink{&table, {{bad, 3}}};
+    co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
+                 co::with_error_handling<co::retry<3>>, co::with_observer<co::counting_observer>>
+        p(log, sink, st, one_batch);
+    CHECK(p.run() == 500);
+    CHECK(table.size() == 500);
+    CHECK(p.observer().retries == 3);
+    CHECK(st.load() == co::position{500});
+  }
+  SUBCASE("AtMostOnce") {
+    append_table table;
+    flaky_sink<append_table> sink{&table, {{bad, 1}}};
+    co::pipeline<order_log, flaky_sink<append_table>, co::AtMostOnce<>, co::with_store<store>,
+                 co::with_error_handling<co::retry<1>>>
+        p(log, sink, st, one_batch);
+    CHECK(p.run() == 500);
+    CHECK(table.size() == 500);  // exactly once each: the retry did not duplicate
+  }
+}
+
+TEST_CASE("retry gives up after N and then stops like stop") {
+  order_log log = five_hundred();
+  guarded_table table;
+  store st;
+  flaky_sink<guarded_table> sink{&table, {{bad, -1}}};
+  co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
+               co::with_error_handling<co::retry<2>>, co::with_observer<co::counting_observer>>
+      p(log, sink, st, one_batch);
+  CHECK_THROWS_AS(p.poll_once(), co::record_failed);
+  CHECK(p.observer().retries == 2);
+  CHECK(p.observer().records_failed == 1);
+  CHECK(st.load() == co::position{300});
+}
+
+// ---- dead_letter<N> ------------------------------------------------------------------------
+
+TEST_CASE("dead_letter / TransactionalPosition: the unit re-runs without the record") {
+  order_log log = five_hundred();
+  guarded_tx_table table;
+  letters dl;
+  flaky_sink<guarded_tx_table> sink{&table, {{bad, -1}, {co::offset{301}, -1}}};
+  co::pipeline<order_log, flaky_sink<guarded_tx_table>, co::TransactionalPosition<>,
+               co::with_error_handling<co::dead_letter<1>>, co::with_dead_letters<letters>,
+               co::with_observer<co::counting_observer>>
+      p(log, sink, dl, one_batch);
+  CHECK(p.run() == 500);
+  REQUIRE(dl.letters().size() == 2);
+  CHECK(dl.letters()[0].source_offset == bad);
+  CHECK(dl.letters()[0].event.order_id == 300);
+  CHECK(dl.letters()[0].reason == "sink rejected offset 300");
+  CHECK(dl.letters()[1].source_offset == co::offset{301});
+  CHECK(table.size() == 498);
+  CHECK_FALSE(holds(table, 300));
+  CHECK(table.load_position() == co::position{500});
+  CHECK(p.observer().retries == 2);  // one retry for each record before giving up on it
+  CHECK(p.observer().dead_lettered == 2);
+}
+
+TEST_CASE("dead_letter / AtLeastOnce and AtMostOnce: the record goes aside, the rest goes on") {
+  order_log log = five_hundred();
+  store st;
+  letters dl;
+  SUBCASE("AtLeastOnce") {
+    guarded_table table;
+    flaky_sink<guarded_table> sink{&table, {{bad, -1}}};
+    co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
+                 co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters>>
+        p(log, sink, st, dl, one_batch);
+    CHECK(p.run() == 500);
+    CHECK(table.size() == 499);
+    CHECK(st.load() == co::position{500});
+  }
+  SUBCASE("AtMostOnce") {
+    append_table table;
+    flaky_sink<append_table> sink{&table, {{bad, -1}}};
+    co::pipeline<order_log, flaky_sink<append_table>, co::AtMostOnce<>, co::with_store<store>,
+                 co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters>>
+        p(log, sink, st, dl, one_batch);
+    CHECK(p.run() == 500);
+    CHECK(table.size() == 499);
+  }
+  REQUIRE(dl.letters().size() == 1);
+  CHECK(dl.letters()[0].source_offset == bad);
+}
+
+TEST_CASE("a failing dead-letter sink stops the pipeline before the position passes the record") {
+  struct broken_letters {
+    using capabilities = co::capabilities<co::Volatile>;
+    void put(co::offset, const order_event&, const char*) {
+      throw std::runtime_error("dead-letter store unavailable");
+    }
+  };
+  order_log log = five_hundred();
+  guarded_table table;
+  store st;
+  broken_letters dl;
+  flaky_sink<guarded_table> sink{&table, {{bad, -1}}};
+  co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
+               co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<broken_letters>>
+      p(log, sink, st, dl, one_batch);
+  CHECK_THROWS_AS(p.poll_once(), co::record_failed);
+  CHECK(st.load() == co::position{300});
+}
+
+// ---- AutoCommit's hazard, in virtual time ---------------------------------------------------
+
+TEST_CASE("AutoCommit moves the position past records whose write failed") {
+  order_log log = make_log(50, 50);
+  upsert_table table;
+  store st;
+  flaky_sink<upsert_table> sink{&table, {{co::offset{30}, -1}}};
+  manual_clock::current = {};
+  co::pipeline<order_log, flaky_sink<upsert_table>, co::AtMostOnce<co::AutoCommit>,
+               co::with_store<store>, co::with_clock<manual_clock>>
+      p(log, sink, st, co::settings{.batch_size = 25});
+  CHECK(p.poll_once() == 25);
+  manual_clock::advance(std::chrono::seconds{5});
+  try {
+    p.poll_once();  // the timer fires right after this poll, before the write
+    FAIL("the failure must surface");
+  } catch (const co::record_failed& e) {
+    CHECK(e.failed() == co::offset{30});
+    CHECK(e.lost());
+  }
+  // The durable position says 30..49 are done; only 25..29 were written. A restart skips
+  // 30..49 for good: at-most-once, whatever the write did.
+  CHECK(st.load() == co::position{50});
+  CHECK(table.size() == 30);
+}

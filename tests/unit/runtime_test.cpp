@@ -1,0 +1,217 @@
+// Splits, progress, observers, fencing and fault points: the rest of what the loop owes.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <vector>
+
+#include "support/flaky.hpp"
+#include "support/orders.hpp"
+#include "support/recording.hpp"
+
+namespace co = commit_order;
+using namespace test_support;
+
+// ---- splits: the position advances per split under every policy -----------------------------
+
+TEST_CASE("splits follow the smallest of the static, the sink's and the settings' limits") {
+  order_log log = make_log(10, 10);
+  trace t;
+  recording_store st{&t};
+
+  SUBCASE("AtLeastOnce, settings limit 4") {
+    recording_sink<co::Idempotent> sink{&t};
+    co::pipeline<order_log, recording_sink<co::Idempotent>, co::AtLeastOnce<>,
+                 co::with_store<recording_store>>
+        p(log, sink, st, co::settings{.batch_size = 10, .max_transaction_rows = 4});
+    CHECK(p.poll_once() == 10);
+    CHECK(t == trace{"apply 0", "apply 1", "apply 2", "apply 3", "commit position 4", "apply 4",
+                     "apply 5", "apply 6", "apply 7", "commit position 8", "apply 8", "apply 9",
+                     "commit position 10"});
+  }
+  SUBCASE("AtMostOnce, static MaxTransactionRows<5>") {
+    recording_sink<co::MaxTransactionRows<5>> sink{&t};
+    co::pipeline<order_log, recording_sink<co::MaxTransactionRows<5>>, co::AtMostOnce<>,
+                 co::with_store<recording_store>>
+        p(log, sink, st, co::settings{.batch_size = 10});
+    CHECK(p.poll_once() == 10);
+    CHECK(t == trace{"commit position 5", "apply 0", "apply 1", "apply 2", "apply 3", "apply 4",
+                     "commit position 10", "apply 5", "apply 6", "apply 7", "apply 8", "apply 9"});
+  }
+}
+
+TEST_CASE("a run-time limit from the sink splits TransactionalPosition units") {
+  order_log log = make_log(10, 10);
+  guarded_tx_table table;
+  table.set_max_transaction_rows(3);
+  co::pipeline<order_log, guarded_tx_table, co::TransactionalPosition<>,
+               co::with_observer<co::counting_observer>>
+      p(log, table, co::settings{.batch_size = 10});
+  CHECK(p.run() == 10);
+  CHECK(p.observer().units_committed == 4);  // 3 + 3 + 3 + 1
+  CHECK(table.commits() == 1 + 4);
+}
+
+TEST_CASE("a crash between splits re-applies at most the split in flight") {
+  order_log log = make_log(10, 10);
+  guarded_tx_table table;
+  using pipeline_t =
+      co::pipeline<order_log, guarded_tx_table, co::TransactionalPosition<>,
+                   co::with_faults<co::crash_at_nth>, co::with_observer<co::counting_observer>>;
+  {
+    pipeline_t p(log, table, co::settings{.batch_size = 10, .max_transaction_rows = 4});
+    // Crash once the second split has written two rows, before its commit. A split of 4 has
+    // 9 fault points (after poll, after begin, 4 rows, after write, after store, after commit);
+    // the second split's 4th point is its second row.
+    p.faults().crash_at = 9 + 3;
+    CHECK_THROWS_AS(p.poll_once(), co::injected_crash);
+  }
+  CHECK(table.load_position() == co::position{4});  // the first split is durable
+  CHECK(table.size() == 4);                         // the second split's rows were discarded
+  pipeline_t restarted(log, table, co::settings{.batch_size = 10, .max_transaction_rows = 4});
+  CHECK(restarted.recover() == co::position{4});
+  CHECK(restarted.run() == 6);
+  CHECK(restarted.observer().replays_absorbed == 0);
+  CHECK(table.size() == 10);
+}
+
+// ---- progress is not position ----------------------------------------------------------------
+
+TEST_CASE("progress reports read, committed, applied and end separately") {
+  order_log log = make_log(100, 100);
+  guarded_table table;
+  store st;
+  co::pipeline<order_log, guarded_table, co::AtLeastOnce<>, co::with_store<store>,
+               co::with_faults<co::crash_at_nth>>
+      p(log, table, st, co::settings{.batch_size = 40});
+  p.recover();
+  co::progress before = p.progress();
+  CHECK(before.unread() == 100);
+  CHECK(before.unapplied() == 100);
+  CHECK_FALSE(before.applied_watermark.has_value());
+
+  // Stop after the first unit's write but before its position commit.
+  p.faults().crash_at = 1 + 40;  // 0: after poll, 1..40: rows, 41: after write
+  CHECK_THROWS_AS(p.poll_once(), co::injected_crash);
+  const co::progress mid = p.progress();
+  CHECK(mid.read == co::position{40});
+  CHECK(mid.committed == co::position{0});
+  CHECK(mid.applied_watermark == co::offset{39});
+  CHECK(mid.source_end == co::position{100});
+  CHECK(mid.unread() == 60);
+  CHECK(mid.uncommitted() == 40);
+  CHECK(mid.unapplied() == 60);  // applied progress is ahead of the committed position
+}
+
+TEST_CASE("the observer counts the replays the offset guard absorbed") {
+  order_log log = make_log(50, 50);
+  guarded_table table;
+  store st;
+  using pipeline_t =
+      co::pipeline<order_log, guarded_table, co::AtLeastOnce<>, co::with_store<store>,
+                   co::with_faults<co::crash_at_nth>, co::with_observer<co::counting_observer>>;
+  {
+    pipeline_t p(log, table, st, co::settings{.batch_size = 20});
+    p.faults().crash_at = 1 + 20;  // after the write (0: poll, 1..20: rows), before the commit
+    CHECK_THROWS_AS(p.poll_once(), co::injected_crash);
+    CHECK(p.observer().rows_written == 20);
+  }
+  pipeline_t restarted(log, table, st, co::settings{.batch_size = 20});
+  CHECK(restarted.run() == 50);
+  CHECK(restarted.observer().replays_absorbed == 20);  // the replayed unit, absorbed
+  CHECK(restarted.observer().rows_written == 30);
+  CHECK(restarted.observer().polls == 3);
+  CHECK(table.size() == 50);
+}
+
+// The defaults compile away: no observer, no faults, no transform cost a byte.
+using plain = co::pipeline<order_log, guarded_tx_table, co::TransactionalPosition<>>;
+using spelled_out =
+    co::pipeline<order_log, guarded_tx_table, co::TransactionalPosition<>,
+                 co::with_observer<co::no_observer>, co::with_faults<co::no_faults>,
+                 co::with_transform<co::identity_transform>, co::with_error_handling<co::stop>>;
+static_assert(sizeof(plain) == sizeof(spelled_out));
+static_assert(std::is_empty_v<co::no_observer> && std::is_empty_v<co::no_faults>);
+
+// ---- fencing ---------------------------------------------------------------------------------
+
+TEST_CASE("a stale owner is fenced and writes nothing") {
+  const order_log log = make_log(30, 30);
+  auto zombie_reader = log.make_reader();  // each consumer has its own cursor
+  auto successor_reader = log.make_reader();
+  guarded_tx_table table;
+  using pipeline_t = co::pipeline<order_log::reader, guarded_tx_table, co::TransactionalPosition<>>;
+  pipeline_t zombie(zombie_reader, table,
+                    co::settings{.batch_size = 10, .owner_epoch = co::epoch{1}});
+  CHECK(zombie.poll_once() == 10);
+  CHECK(table.owner() == co::epoch{1});
+
+  // A rebalance hands the partition to a new owner, which claims it at a higher epoch.
+  pipeline_t successor(successor_reader, table,
+                       co::settings{.batch_size = 10, .owner_epoch = co::epoch{2}});
+  CHECK(successor.recover() == co::position{10});
+  CHECK(table.owner() == co::epoch{2});
+
+  // The old owner does not know yet; its next transaction is refused and rolled back.
+  try {
+    zombie.poll_once();
+    FAIL("a zombie must not advance the position");
+  } catch (const co::fenced& e) {
+    CHECK(e.mine() == co::epoch{1});
+    CHECK(e.current() == co::epoch{2});
+  }
+  CHECK(table.size() == 10);
+  CHECK(table.load_position() == co::position{10});
+  // Nor can it come back by recovering at its old epoch.
+  CHECK_THROWS_AS(zombie.recover(), co::fenced);
+
+  CHECK(successor.run() == 20);
+  CHECK(table.load_position() == co::position{30});
+}
+
+// ---- fault points ----------------------------------------------------------------------------
+
+struct recording_faults {
+  std::vector<co::fault_point>* seen;
+  void at(const co::fault_point& p) { seen->push_back(p); }
+};
+
+TEST_CASE("fault points cover every step boundary and every row of a write") {
+  order_log log = make_log(3, 3);
+  guarded_tx_table table;
+  std::vector<co::fault_point> seen;
+  co::pipeline<order_log, guarded_tx_table, co::TransactionalPosition<>,
+               co::with_faults<recording_faults>>
+      p(log, table);
+  p.faults().seen = &seen;
+  CHECK(p.poll_once() == 3);
+  using k = co::fault_point::kind;
+  using s = co::step_kind;
+  std::vector<std::pair<k, s>> got;
+  for (const auto& f : seen)
+    got.emplace_back(f.where, f.step);
+  CHECK(got == std::vector<std::pair<k, s>>{{k::after_step, s::poll},
+                                            {k::after_step, s::begin},
+                                            {k::after_row, s::write},
+                                            {k::after_row, s::write},
+                                            {k::after_row, s::write},
+                                            {k::after_step, s::write},
+                                            {k::after_step, s::store_position},
+                                            {k::after_step, s::commit}});
+  CHECK(seen[3].row == 2);
+  CHECK(seen[6].step_index == 3);
+  for (const auto& f : seen)
+    CHECK(f.unit_end == co::position{3});
+}
+
+TEST_CASE("an injected crash bypasses error handling: nothing is committed on the way out") {
+  order_log log = make_log(10, 10);
+  guarded_table table;
+  store st;
+  co::pipeline<order_log, guarded_table, co::AtLeastOnce<>, co::with_store<store>,
+               co::with_faults<co::crash_at_nth>, co::with_error_handling<co::retry<3>>>
+      p(log, table, st, co::settings{.batch_size = 10});
+  p.faults().crash_at = 5;  // 0: after poll, 5: after the 5th row
+  CHECK_THROWS_AS(p.poll_once(), co::injected_crash);
+  CHECK_FALSE(st.load().has_value());  // no prefix commit: a killed process commits nothing
+  CHECK(table.size() == 5);
+}
