@@ -75,7 +75,8 @@ class table final {
     } else {
       appended_.push_back(stored_row<Row>{row, source_offset});
     }
-    watermark_ = std::max(watermark_.value_or(source_offset), source_offset);
+    if (!watermark_ || *watermark_ < source_offset)
+      watermark_ = source_offset;
     return write_outcome::applied;
   }
 
