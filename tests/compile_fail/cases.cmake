@@ -1,0 +1,52 @@
+# cases.cmake -- the compile-fail cases: one per rule (and per shape check), each a file in
+# cases/ whose illegal line sits under #ifdef COMMIT_ORDER_COMPILE_FAIL and whose #else is the
+# nearest legal configuration. Read by CMakeLists.txt (to register the tests) and by
+# tools/measure_diagnostics.cmake (to measure them), which define compile_fail_case first.
+#
+# compile_fail_case(<case> <rule id> <expected message: a stable prefix of the rule's text>)
+# The expectation is typed here on purpose, not taken from rules.hpp: the test pins the text.
+
+compile_fail_case(r0_malformed_step_order R0
+  "commit_order R0: the policy's step list is malformed")
+compile_fail_case(r1_auto_commit_non_idempotent R1
+  "commit_order R1: AutoCommit needs an Idempotent sink")
+compile_fail_case(r2_auto_commit_at_least_once R2
+  "commit_order R2: AutoCommit makes this no-loss step order at-most-once")
+compile_fail_case(r2_auto_commit_transactional R2
+  "commit_order R2: AutoCommit makes this no-loss step order at-most-once")
+compile_fail_case(r3_replay_duplicate_rows R3
+  "commit_order R3: this policy replays after a crash")
+compile_fail_case(r4_position_needs_transactional R4
+  "commit_order R4: the position cannot be stored in a sink without multi-row transactions")
+compile_fail_case(r5_offset_guard R5
+  "commit_order R5: TransactionalPosition needs an OffsetGuarded sink")
+compile_fail_case(r6_ledger R6
+  "commit_order R6: this policy may lose records and the sink is a Ledger")
+compile_fail_case(r7_side_effecting R7
+  "commit_order R7: a SideEffecting sink cannot be made idempotent by ordering")
+compile_fail_case(r8_stateful_key R8
+  "commit_order R8: the idempotency key must be a stateless projection of the event")
+compile_fail_case(r8_key_without_event R8
+  "commit_order R8: the idempotency key must be a stateless projection of the event")
+compile_fail_case(r8_key_ignores_event R8
+  "commit_order R8: the idempotency key must be a stateless projection of the event")
+compile_fail_case(r9_store_less_durable R9
+  "commit_order R9: the position store is less durable than the sink")
+compile_fail_case(r10_store_missing R10
+  "commit_order R10: this policy commits its position to a position store and none was given")
+compile_fail_case(s1_not_a_policy S1
+  "commit_order: Policy is not a policy")
+compile_fail_case(s2_not_a_source S2
+  "commit_order: Source does not model commit_order::source")
+compile_fail_case(s3_not_a_sink S3
+  "commit_order: Sink does not model commit_order::sink")
+compile_fail_case(s4_row_mismatch S4
+  "commit_order: the sink's row_type cannot be built from the source's events")
+compile_fail_case(s5_undeclared_capabilities S5
+  "commit_order: the sink declares no capabilities")
+compile_fail_case(s6_transactional_shape S6
+  "commit_order: the sink declares Transactional but lacks begin/commit/rollback")
+compile_fail_case(s7_not_a_position_store S7
+  "commit_order: the position store does not model commit_order::position_store")
+compile_fail_case(unknown_option option
+  "commit_order: unknown pipeline option")
