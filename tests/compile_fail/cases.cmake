@@ -34,19 +34,29 @@ compile_fail_case(r9_store_less_durable R9
   "commit_order R9: the position store is less durable than the sink")
 compile_fail_case(r10_store_missing R10
   "commit_order R10: this policy commits its position to a position store and none was given")
+compile_fail_case(r11_dead_letters_missing R11
+  "commit_order R11: dead_letter error handling needs somewhere to put the records")
+compile_fail_case(r12_dead_letters_less_durable R12
+  "commit_order R12: the dead-letter sink is less durable than the sink")
 compile_fail_case(s1_not_a_policy S1
   "commit_order: Policy is not a policy")
 compile_fail_case(s2_not_a_source S2
   "commit_order: Source does not model commit_order::source")
 compile_fail_case(s3_not_a_sink S3
   "commit_order: Sink does not model commit_order::sink")
-compile_fail_case(s4_row_mismatch S4
+compile_fail_case(s4_bad_transform S4
+  "commit_order: the transform must be a stateless, default-constructible function object")
+compile_fail_case(s5_row_mismatch S5
   "commit_order: the sink's row_type cannot be built from the source's events")
-compile_fail_case(s5_undeclared_capabilities S5
+compile_fail_case(s6_undeclared_capabilities S6
   "commit_order: the sink declares no capabilities")
-compile_fail_case(s6_transactional_shape S6
+compile_fail_case(s7_transactional_shape S7
   "commit_order: the sink declares Transactional but lacks begin/commit/rollback")
-compile_fail_case(s7_not_a_position_store S7
+compile_fail_case(s8_not_a_position_store S8
   "commit_order: the position store does not model commit_order::position_store")
+compile_fail_case(s9_bad_error_handling S9
+  "commit_order: unknown error handling")
+compile_fail_case(s10_not_dead_letters S10
+  "commit_order: the dead-letter sink does not model commit_order::dead_letter_sink")
 compile_fail_case(unknown_option option
   "commit_order: unknown pipeline option")

@@ -1,4 +1,4 @@
-// S7 -- an optional position is a value, not a store: it has no load() and no commit().
+// S8 -- an optional position is a value, not a store: it has no load() and no commit().
 // The twin uses a position store.
 #include <commit_order/commit_order.hpp>
 

@@ -1,4 +1,4 @@
-// S6 -- a sink that declares Transactional without the calls a transaction needs: the claim
+// S7 -- a sink that declares Transactional without the calls a transaction needs: the claim
 // cannot be honoured. The twin implements begin/commit/rollback and the position calls.
 #include <commit_order/commit_order.hpp>
 

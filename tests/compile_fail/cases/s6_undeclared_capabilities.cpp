@@ -1,4 +1,4 @@
-// S5 -- a hand-written sink that does not say what it is: the rules cannot judge it, and
+// S6 -- a hand-written sink that does not say what it is: the rules cannot judge it, and
 // assuming anything would be a guess. The twin declares its capabilities.
 #include <commit_order/commit_order.hpp>
 

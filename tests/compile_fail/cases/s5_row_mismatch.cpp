@@ -1,4 +1,4 @@
-// S4 -- a table of invoices fed from a log of orders: the rows cannot be built from the
+// S5 -- a table of invoices fed from a log of orders: the rows cannot be built from the
 // events. The twin's table takes order events.
 #include <commit_order/commit_order.hpp>
 
