@@ -44,6 +44,10 @@ struct DuplicatesHarmless final {
 struct SideEffecting final {
   static constexpr std::string_view name = "SideEffecting";
 };
+/// `apply` may be called from several threads at once (required to hand writes to an executor).
+struct Concurrent final {
+  static constexpr std::string_view name = "Concurrent";
+};
 /// Something a ledger reads: loss is never acceptable.
 struct Ledger final {
   static constexpr std::string_view name = "Ledger";

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "commit_order/capabilities.hpp"
+#include "commit_order/completion_tracker.hpp"
 #include "commit_order/concepts.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"
@@ -17,3 +18,4 @@
 #include "commit_order/record.hpp"
 #include "commit_order/rules.hpp"
 #include "commit_order/steps.hpp"
+#include "commit_order/thread_pool.hpp"

@@ -8,7 +8,7 @@
 
 #include <compare>
 #include <cstdint>
-#include <iosfwd>
+#include <ostream>
 
 namespace commit_order {
 

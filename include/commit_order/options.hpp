@@ -59,6 +59,13 @@ struct with_dead_letters final {
   using type = DeadLetters;
 };
 
+/// Hands each record's write to an executor (`e.execute(std::function<void()>)`), so writes
+/// complete out of order; the position then advances through a completion tracker.
+template <class Executor>
+struct with_executor final {
+  using type = Executor;
+};
+
 // ---- defaults ------------------------------------------------------------------------------
 
 /// The transform that passes the event through unchanged (and uncopied).
@@ -71,6 +78,9 @@ struct identity_transform final {
 
 /// Marker for "no dead-letter sink".
 struct no_dead_letters final {};
+
+/// Marker for "write on the pipeline's own thread".
+struct no_executor final {};
 
 // ---- error handling ------------------------------------------------------------------------
 
@@ -117,6 +127,8 @@ struct settings final {
   std::chrono::milliseconds auto_commit_interval{5000};
   /// The owner epoch this consumer claims on a fencing sink (e.g. a consumer group generation).
   epoch owner_epoch{0};
+  /// With an executor: the most records in flight at once (back-pressure on the poll).
+  std::size_t max_in_flight = 4096;
 };
 
 namespace detail {
@@ -141,7 +153,7 @@ inline constexpr bool is_known_option =
     is_option<with_store, T>::value || is_option<with_clock, T>::value ||
     is_option<with_transform, T>::value || is_option<with_observer, T>::value ||
     is_option<with_faults, T>::value || is_option<with_error_handling, T>::value ||
-    is_option<with_dead_letters, T>::value;
+    is_option<with_dead_letters, T>::value || is_option<with_executor, T>::value;
 }  // namespace detail
 
 }  // namespace commit_order

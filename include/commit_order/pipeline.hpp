@@ -41,10 +41,11 @@ struct pipeline_parts {
   using faults = typename find_option<with_faults, no_faults, Options...>::type;
   using error_handling = typename find_option<with_error_handling, stop, Options...>::type;
   using dead_letters = typename find_option<with_dead_letters, no_dead_letters, Options...>::type;
+  using executor = typename find_option<with_executor, no_executor, Options...>::type;
 
   static constexpr bool options_known = (is_known_option<Options> && ...);
   using combination = commit_order::combination<Source, Sink, Policy, store, sink_key_t<Sink>,
-                                                transform, error_handling, dead_letters>;
+                                                transform, error_handling, dead_letters, executor>;
   using verdict = std::conditional_t<options_known, verdict_of_t<combination>, rules::legal>;
   static constexpr bool ok = options_known && std::is_same_v<verdict, rules::legal>;
   using base = std::conditional_t<ok, pipeline_impl<Source, Sink, Policy, pipeline_parts>,
@@ -100,6 +101,12 @@ class pipeline final : public detail::pipeline_parts<Source, Sink, Policy, Optio
   static_assert(!std::is_same_v<verdict, rules::dead_letters_missing>, COMMIT_ORDER_MESSAGE_R11);
   static_assert(!std::is_same_v<verdict, rules::dead_letters_less_durable>,
                 COMMIT_ORDER_MESSAGE_R12);
+  static_assert(!std::is_same_v<verdict, rules::executor_needs_concurrent_sink>,
+                COMMIT_ORDER_MESSAGE_R13);
+  static_assert(!std::is_same_v<verdict, rules::executor_splits_transaction>,
+                COMMIT_ORDER_MESSAGE_R14);
+  static_assert(!std::is_same_v<verdict, rules::out_of_order_needs_offset_guard>,
+                COMMIT_ORDER_MESSAGE_R15);
 
   using base = typename parts::base;
 

@@ -42,6 +42,9 @@
 #define COMMIT_ORDER_MESSAGE_R9 "commit_order R9: the position store is less durable than the sink it vouches for -- use a store declared at least as durable as the sink"
 #define COMMIT_ORDER_MESSAGE_R10 "commit_order R10: this policy commits its position to a position store and none was given -- pass one with with_store<Store>"
 #define COMMIT_ORDER_MESSAGE_R11 "commit_order R11: dead_letter error handling needs somewhere to put the records it gives up on -- pass with_dead_letters<Sink>"
+#define COMMIT_ORDER_MESSAGE_R13 "commit_order R13: writes handed to an executor run on several threads and the sink does not declare Concurrent -- make apply thread-safe and declare it, or drop with_executor"
+#define COMMIT_ORDER_MESSAGE_R14 "commit_order R14: a sink transaction belongs to one thread and cannot span writes handed to an executor -- use AtLeastOnce with a tracker, or write on the pipeline's thread"
+#define COMMIT_ORDER_MESSAGE_R15 "commit_order R15: writes handed to an executor land out of order and this keyed sink has no offset guard -- an older record would overwrite a newer one; declare OffsetGuarded"
 #define COMMIT_ORDER_MESSAGE_R12 "commit_order R12: the dead-letter sink is less durable than the sink -- the position passes a record only once it is written durably somewhere"
 // clang-format on
 
@@ -51,7 +54,8 @@ namespace commit_order {
 /// `no_key` for a sink without upsert key; the rest are the pipeline's options.
 template <class Source, class Sink, class Policy, class Store = no_position_store,
           class Key = sink_key_t<Sink>, class Transform = identity_transform,
-          class ErrorHandling = stop, class DeadLetters = no_dead_letters>
+          class ErrorHandling = stop, class DeadLetters = no_dead_letters,
+          class Executor = no_executor>
 struct combination final {
   using source_type = Source;
   using sink_type = Sink;
@@ -61,6 +65,7 @@ struct combination final {
   using transform_type = Transform;
   using error_handling_type = ErrorHandling;
   using dead_letters_type = DeadLetters;
+  using executor_type = Executor;
 };
 
 namespace detail {
@@ -317,6 +322,38 @@ struct dead_letters_less_durable final {
                                    sink_durability_t<typename C::sink_type>::rank;
 };
 
+/// R13 — an executor calls the sink from several threads.
+struct executor_needs_concurrent_sink final {
+  static constexpr std::string_view id = "R13";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R13;
+  static constexpr std::string_view prevents = "a data race inside the sink";
+  template <class C>
+  static constexpr bool violated = !std::is_same_v<typename C::executor_type, no_executor> &&
+                                   !has_capability_v<typename C::sink_type, Concurrent>;
+};
+
+/// R14 — a transaction is one connection's: writes spread over threads cannot share it.
+struct executor_splits_transaction final {
+  static constexpr std::string_view id = "R14";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R14;
+  static constexpr std::string_view prevents =
+      "a commit that does not cover the rows it vouches for";
+  template <class C>
+  static constexpr bool violated = !std::is_same_v<typename C::executor_type, no_executor> &&
+                                   policy_facts_v<typename C::policy_type>.uses_transaction;
+};
+
+/// R15 — out-of-order completion with a keyed upsert needs the offset guard.
+struct out_of_order_needs_offset_guard final {
+  static constexpr std::string_view id = "R15";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R15;
+  static constexpr std::string_view prevents = "an older record landing after a newer one";
+  template <class C>
+  static constexpr bool violated = !std::is_same_v<typename C::executor_type, no_executor> &&
+                                   has_capability_v<typename C::sink_type, Idempotent> &&
+                                   !has_capability_v<typename C::sink_type, OffsetGuarded>;
+};
+
 /// The order in which rules are checked: shape first, then the most fundamental problem
 /// (a sink no ordering can save, a key that defeats idempotency) before finer ones.
 template <class... Rules>
@@ -330,7 +367,8 @@ using all_rules =
               auto_commit_needs_idempotent_sink, replay_needs_idempotent_sink,
               position_needs_transactional_sink, transactional_position_needs_offset_guard,
               ledger_must_not_lose, store_less_durable_than_sink, position_store_missing,
-              dead_letters_missing, dead_letters_less_durable>;
+              dead_letters_missing, dead_letters_less_durable, executor_needs_concurrent_sink,
+              executor_splits_transaction, out_of_order_needs_offset_guard>;
 
 namespace detail {
 // Each predicate is only instantiated once every rule before it has passed.

@@ -38,6 +38,12 @@ compile_fail_case(r11_dead_letters_missing R11
   "commit_order R11: dead_letter error handling needs somewhere to put the records")
 compile_fail_case(r12_dead_letters_less_durable R12
   "commit_order R12: the dead-letter sink is less durable than the sink")
+compile_fail_case(r13_executor_needs_concurrent_sink R13
+  "commit_order R13: writes handed to an executor run on several threads")
+compile_fail_case(r14_executor_splits_transaction R14
+  "commit_order R14: a sink transaction belongs to one thread")
+compile_fail_case(r15_out_of_order_needs_offset_guard R15
+  "commit_order R15: writes handed to an executor land out of order")
 compile_fail_case(s1_not_a_policy S1
   "commit_order: Policy is not a policy")
 compile_fail_case(s2_not_a_source S2

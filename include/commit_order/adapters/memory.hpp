@@ -4,5 +4,7 @@
 
 #include "commit_order/adapters/memory/dead_letters.hpp"
 #include "commit_order/adapters/memory/log.hpp"
+#include "commit_order/adapters/memory/manual_executor.hpp"
 #include "commit_order/adapters/memory/position_store.hpp"
+#include "commit_order/adapters/memory/synchronized.hpp"
 #include "commit_order/adapters/memory/table.hpp"

@@ -8,14 +8,18 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <ranges>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
+#include "commit_order/detail/async_writes.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"
 #include "commit_order/observer.hpp"
@@ -63,6 +67,7 @@ class pipeline_impl {
   using observer_type = typename Parts::observer;
   using faults_type = typename Parts::faults;
   using dead_letters_type = typename Parts::dead_letters;
+  using executor_type = typename Parts::executor;
   using steps = effective_steps_t<Policy>;
   using guarantee = guarantee_t<Policy>;
 
@@ -73,10 +78,17 @@ class pipeline_impl {
   using Transform = typename Parts::transform;
   using Handling = typename Parts::error_handling;
   using time_point = typename Clock::time_point;
+  using Executor = executor_type;
+  using Event = event_t<source_record_t<Source>>;
 
   static constexpr step_order_facts facts = facts_of_v<steps>;
   static constexpr bool has_store = !std::is_same_v<Store, no_position_store>;
   static constexpr bool has_dead_letters = !std::is_same_v<DeadLetters, no_dead_letters>;
+  // Writes handed to an executor complete out of order; the position follows a tracker.
+  static constexpr bool async = !std::is_same_v<Executor, no_executor>;
+  // Under an executor, a position committed after the write covers only completed records.
+  static constexpr bool tracked_commit =
+      async && facts.uses_position_store && facts.write_durable_at < facts.position_durable_at;
   static constexpr bool auto_commit = facts.position_on_timer;
   static constexpr bool tx_unit = facts.uses_transaction;
   static constexpr bool fencing = facts.position_in_sink && fencing_sink<Sink>;
@@ -94,25 +106,33 @@ class pipeline_impl {
       !tx_unit && (Handling::retries > 0 || Handling::dead_letters);
 
  public:
-  pipeline_impl(Source& source, Sink& sink,
-                settings s = {}) requires(!has_store && !has_dead_letters)
-      : source_(&source), sink_(&sink), settings_(s) {}
+  /// `pipeline(source, sink, extras...)`: the extras are the parts the options name — the
+  /// position store, the dead-letter sink, the executor — and `settings`, in any order.
+  template <class... Extras>
+  explicit pipeline_impl(Source& source, Sink& sink, Extras&&... extras)
+      : source_(&source), sink_(&sink) {
+    static_assert(!has_store || (std::is_same_v<std::remove_cvref_t<Extras>, Store> || ...),
+                  "commit_order: pass the position store named by with_store<> to the constructor");
+    static_assert(
+        !has_dead_letters || (std::is_same_v<std::remove_cvref_t<Extras>, DeadLetters> || ...),
+        "commit_order: pass the dead-letter sink named by with_dead_letters<> to the "
+        "constructor");
+    static_assert(!async || (std::is_same_v<std::remove_cvref_t<Extras>, Executor> || ...),
+                  "commit_order: pass the executor named by with_executor<> to the constructor");
+    (bind(std::forward<Extras>(extras)), ...);
+    configured_limit_ = configured_limit(settings_);
+    if constexpr (async)
+      async_ = std::make_shared<async_writes<Event>>();
+  }
 
-  pipeline_impl(Source& source, Sink& sink, Store& store,
-                settings s = {}) requires(has_store && !has_dead_letters)
-      : source_(&source), sink_(&sink), store_(&store), settings_(s) {}
+  pipeline_impl(const pipeline_impl&) = delete;
+  pipeline_impl& operator=(const pipeline_impl&) = delete;
 
-  pipeline_impl(Source& source, Sink& sink, DeadLetters& dead_letters,
-                settings s = {}) requires(!has_store && has_dead_letters)
-      : source_(&source), sink_(&sink), dead_letters_(&dead_letters), settings_(s) {}
-
-  pipeline_impl(Source& source, Sink& sink, Store& store, DeadLetters& dead_letters,
-                settings s = {}) requires(has_store&& has_dead_letters)
-      : source_(&source)
-      , sink_(&sink)
-      , store_(&store)
-      , dead_letters_(&dead_letters)
-      , settings_(s) {}
+  /// Writes handed to an executor finish (or are abandoned) before the pipeline goes away.
+  ~pipeline_impl() {
+    if constexpr (async)
+      wait_idle();
+  }
 
   /// Loads the stored position — from the sink, inside a transaction, under a policy that keeps
   /// it there; from the position store otherwise — checks it against what the source retains,
@@ -134,6 +154,11 @@ class pipeline_impl {
     if (start > end)
       throw position_beyond_end(start, end);
     source_->seek(start);
+    if constexpr (async) {
+      // Whatever an earlier run of this object handed out has finished or been abandoned.
+      wait_idle();
+      async_->reset(start);
+    }
     read_ = committed_ = start;
     if constexpr (auto_commit)
       last_auto_commit_ = Clock::now();
@@ -148,10 +173,15 @@ class pipeline_impl {
     if (!recovered_)
       recover();
     try {
+      if constexpr (async)
+        settle_failures();
       auto&& batch = source_->poll(settings_.batch_size);
       const auto n = static_cast<std::size_t>(std::ranges::size(batch));
-      if (n == 0)
+      if (n == 0) {
+        if constexpr (async)
+          finish_in_flight();
         return 0;
+      }
       auto first = std::ranges::begin(batch);
       read_ = position::after(offset_of(first[static_cast<std::ptrdiff_t>(n - 1)]));
       if constexpr (requires { observer_.on_poll(n, read_); })
@@ -330,11 +360,16 @@ class pipeline_impl {
 
   template <step_kind Step, std::size_t Index, class It>
   COMMIT_ORDER_INLINE void run_step(It first, It last, position unit_end, std::size_t unit_index) {
-    if constexpr (Step == step_kind::write) {
+    if constexpr (Step == step_kind::write && async) {
+      for (It it = first; it != last; ++it)
+        hand_out(offset_of(*it), event_of(*it));
+    } else if constexpr (Step == step_kind::write) {
       if constexpr (per_record_handling) {
         std::size_t row = 0;
         for (It it = first; it != last; ++it) {
           write_handled(offset_of(*it), event_of(*it));
+          if constexpr (auto_commit)
+            tick();
           fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
         }
       } else {
@@ -352,6 +387,9 @@ class pipeline_impl {
                 continue;
             }
             apply_one(sink, offset_of(*it), event_of(*it));
+            // A real auto-commit timer fires whenever it likes, mid-write included.
+            if constexpr (auto_commit)
+              tick();
             if constexpr (faults_enabled) {
               fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
             }
@@ -361,6 +399,10 @@ class pipeline_impl {
           throw;
         }
       }
+    } else if constexpr (Step == step_kind::commit_position && tracked_commit) {
+      // Out-of-order completion: cover what has completed, never what is still running.
+      settle_failures();
+      commit_completed();
     } else if constexpr (Step == step_kind::commit_position) {
       store_->commit(unit_end);
       committed_ = unit_end;
@@ -387,7 +429,132 @@ class pipeline_impl {
     fault(fault_point::kind::after_step, Step, Index, 0, unit_end, unit_index);
   }
 
+  // ---- writes handed to an executor ---------------------------------------------------------
+
+  // An executor that can run its queued tasks on request (the testing kit's manual executor)
+  // is driven while the pipeline waits; any other executor is waited for.
+  static constexpr bool drivable = requires(Executor & e) {
+    { e.drive() } -> std::convertible_to<bool>;
+  };
+
+  void wait_below(std::size_t n) {
+    if constexpr (drivable) {
+      while (async_->outstanding() >= n && executor_->drive()) {
+      }
+    } else {
+      async_->wait_below(n);
+    }
+  }
+  void wait_idle() { wait_below(1); }
+
+  template <class E>
+  void hand_out(offset o, const E& event) {
+    wait_below(settings_.max_in_flight);  // back-pressure: the poll waits for the workers
+    async_->started(o);
+    auto ticket = std::make_shared<async_ticket<Event>>(async_);
+    executor_->execute([ticket, sink = sink_, o, event = Event(event)] {
+      ticket->ran = true;
+      for (std::size_t attempt = 0;; ++attempt) {
+        try {
+          sink->apply(o, Transform{}(event));
+          ticket->state->completed(o);
+          return;
+        } catch (...) {
+          if (attempt < Handling::retries)
+            continue;
+          ticket->state->failed(o, event, std::current_exception());
+          return;
+        }
+      }
+    });
+  }
+
+  void commit_completed() {
+    const position done = async_->committable();
+    if (committed_ < done) {
+      store_->commit(done);
+      committed_ = done;
+      notify_unit_committed(done);
+    }
+  }
+
+  // Failed records reported by workers: dead-lettered here (the position may then pass them),
+  // or the pipeline stops once everything in flight has finished, naming the first failure.
+  void settle_failures() {
+    auto failures = async_->take_failures();
+    if (failures.empty())
+      return;
+    std::sort(failures.begin(), failures.end(),
+              [](const auto& a, const auto& b) { return a.at < b.at; });
+    if constexpr (Handling::dead_letters) {
+      for (auto& f : failures) {
+        put_dead_letter(f.at, f.event, describe(f.error).c_str());
+        async_->settled(f.at);
+      }
+    } else {
+      wait_idle();
+      if constexpr (tracked_commit)
+        commit_completed();
+      const auto& first = failures.front();
+      if constexpr (requires { observer_.on_record_failed(first.at); }) {
+        observer_.on_record_failed(first.at);
+      }
+      try {
+        std::rethrow_exception(first.error);
+      } catch (const std::exception& e) {
+        std::throw_with_nested(record_failed(first.at, committed_, e.what()));
+      } catch (...) {
+        std::throw_with_nested(record_failed(first.at, committed_, "a non-standard exception"));
+      }
+    }
+  }
+
+  // The source is drained: let everything in flight finish, then commit what completed.
+  void finish_in_flight() {
+    wait_idle();
+    settle_failures();
+    if constexpr (tracked_commit)
+      commit_completed();
+  }
+
+  static std::string describe(const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      return x.what();
+    } catch (...) {
+      return "a non-standard exception";
+    }
+  }
+
+  // ---- construction ---------------------------------------------------------------------------
+
+  template <class X>
+  void bind(X&& x) {
+    using T = std::remove_cvref_t<X>;
+    if constexpr (std::is_same_v<T, settings>) {
+      settings_ = x;
+    } else if constexpr (has_store && std::is_same_v<T, Store>) {
+      static_assert(std::is_lvalue_reference_v<X>,
+                    "commit_order: the position store must outlive the pipeline: pass an lvalue");
+      store_ = &x;
+    } else if constexpr (has_dead_letters && std::is_same_v<T, DeadLetters>) {
+      static_assert(std::is_lvalue_reference_v<X>,
+                    "commit_order: the dead-letter sink must outlive the pipeline: pass an lvalue");
+      dead_letters_ = &x;
+    } else if constexpr (async && std::is_same_v<T, Executor>) {
+      static_assert(std::is_lvalue_reference_v<X>,
+                    "commit_order: the executor must outlive the pipeline: pass an lvalue");
+      executor_ = &x;
+    } else {
+      static_assert(!sizeof(T*),
+                    "commit_order: unexpected constructor argument -- pass the source, the sink, "
+                    "then the parts the options name (store, dead letters, executor) and settings");
+    }
+  }
+
   // Non-transactional retry and dead-lettering act on the one record, in place.
+
   template <class Event>
   COMMIT_ORDER_INLINE void write_handled(offset o, const Event& event) {
     for (std::size_t attempt = 0;; ++attempt) {
@@ -479,8 +646,11 @@ class pipeline_impl {
   Sink* sink_;
   [[no_unique_address]] std::conditional_t<has_store, Store*, nothing> store_{};
   [[no_unique_address]] std::conditional_t<has_dead_letters, DeadLetters*, nothing> dead_letters_{};
-  settings settings_;
-  std::size_t configured_limit_ = configured_limit(settings_);
+  [[no_unique_address]] std::conditional_t<async, Executor*, nothing> executor_{};
+  [[no_unique_address]] std::conditional_t<async, std::shared_ptr<async_writes<Event>>, nothing>
+      async_{};
+  settings settings_{};
+  std::size_t configured_limit_ = 0;
   [[no_unique_address]] Transform transform_{};
   [[no_unique_address]] observer_type observer_{};
   [[no_unique_address]] faults_type faults_{};

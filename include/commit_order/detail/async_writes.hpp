@@ -1,0 +1,126 @@
+// commit_order/detail/async_writes.hpp — the shared state of writes handed to an executor
+// (private).
+//
+// Workers report each record as completed, failed or abandoned (a task destroyed without
+// running, as when an executor is torn down by a crash). The pipeline thread reads the
+// committable position — the lowest offset not yet completed — and the failures.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "commit_order/completion_tracker.hpp"
+#include "commit_order/offset.hpp"
+
+namespace commit_order::detail {
+
+template <class Event>
+class async_writes final {
+ public:
+  struct failure {
+    offset at;
+    Event event;
+    std::exception_ptr error;
+  };
+
+  /// Forgets everything in flight: used by recovery, after the previous tasks have finished.
+  void reset(position start) {
+    std::lock_guard lock(mutex_);
+    tracker_ = completion_tracker(start);
+    failures_.clear();
+  }
+
+  /// Registers a record about to be handed out.
+  void started(offset o) {
+    std::lock_guard lock(mutex_);
+    tracker_.start(o);
+    ++outstanding_;
+  }
+
+  /// Tasks handed out and not yet completed, failed or abandoned.
+  [[nodiscard]] std::size_t outstanding() {
+    std::lock_guard lock(mutex_);
+    return outstanding_;
+  }
+
+  /// Waits until fewer than `n` tasks are outstanding.
+  void wait_below(std::size_t n) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return outstanding_ < n; });
+  }
+
+  void completed(offset o) {
+    {
+      std::lock_guard lock(mutex_);
+      tracker_.complete(o);
+      --outstanding_;
+    }
+    changed_.notify_all();
+  }
+
+  /// The record stays incomplete: the position can never pass it.
+  void failed(offset o, Event event, std::exception_ptr error) {
+    {
+      std::lock_guard lock(mutex_);
+      failures_.push_back(failure{o, std::move(event), std::move(error)});
+      --outstanding_;
+    }
+    changed_.notify_all();
+  }
+
+  /// A task that never ran. Its record stays incomplete, as a write that never happened.
+  void abandoned() {
+    {
+      std::lock_guard lock(mutex_);
+      --outstanding_;
+    }
+    changed_.notify_all();
+  }
+
+  /// A failed record was written durably elsewhere (dead letters): the position may pass it.
+  void settled(offset o) {
+    std::lock_guard lock(mutex_);
+    tracker_.complete(o);
+  }
+
+  [[nodiscard]] position committable() {
+    std::lock_guard lock(mutex_);
+    return tracker_.committable();
+  }
+
+  [[nodiscard]] std::vector<failure> take_failures() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(failures_, {});
+  }
+
+  /// Waits until no task is outstanding (each has completed, failed or been abandoned).
+  void wait_idle() { wait_below(1); }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  completion_tracker tracker_;
+  std::vector<failure> failures_;
+  std::size_t outstanding_ = 0;
+};
+
+/// Marks a task abandoned unless it ran: shared by the copies std::function may make.
+template <class Event>
+struct async_ticket final {
+  std::shared_ptr<async_writes<Event>> state;
+  bool ran = false;
+  async_ticket(std::shared_ptr<async_writes<Event>> s) noexcept : state(std::move(s)) {}
+  async_ticket(const async_ticket&) = delete;
+  async_ticket& operator=(const async_ticket&) = delete;
+  ~async_ticket() {
+    if (!ran)
+      state->abandoned();
+  }
+};
+
+}  // namespace commit_order::detail
