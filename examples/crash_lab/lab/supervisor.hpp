@@ -156,10 +156,15 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
     }
 
     if (out.kills < config.kills) {
-      // Leave at least three batches after the trigger, so the kill lands before the end.
-      const std::int64_t last_trigger = out.records - 3 * static_cast<std::int64_t>(config.batch);
-      const std::int64_t span = std::max<std::int64_t>(
-          0, 2 * (last_trigger - start_position) / (config.kills - out.kills + 1));
+      // Keep two batches in reserve for every kill still to come (a kill can cost
+      // AtMostOnce up to two batches of progress: the one it interrupts, committed ahead of
+      // its writes, and the one the trigger waited for), so the last kill still lands before
+      // the end of the log.
+      const std::int64_t kills_left = config.kills - out.kills;
+      const std::int64_t last_trigger =
+          out.records - 2 * (kills_left + 1) * static_cast<std::int64_t>(config.batch);
+      const std::int64_t span =
+          std::max<std::int64_t>(0, 2 * (last_trigger - start_position) / (kills_left + 1));
       const std::int64_t trigger =
           start_position + std::uniform_int_distribution<std::int64_t>(0, span)(rng);
       if (trigger > start_position) {
