@@ -100,7 +100,7 @@ class log final {
   /// Opens the log in `dir` (created if missing), repairing a torn tail.
   explicit log(std::filesystem::path dir, log_options options = {})
       : dir_(std::move(dir)), options_(options) {
-    std::filesystem::create_directories(dir_);
+    detail::create_directories_durably(dir_);
     lock_ = detail::lock_exclusive(dir_ / ".lock", dir_);
     discover_segments();
     if (segments_.empty()) {

@@ -18,6 +18,7 @@
 #include <limits>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "commit_order/adapters/file/errors.hpp"
 
@@ -107,6 +108,18 @@ inline void sync_directory(const std::filesystem::path& dir) {
   const fd d = open_file(dir, O_RDONLY | O_DIRECTORY);
   if (::fsync(d.get()) != 0)
     throw io_error("fsync", dir, errno);
+}
+
+/// Creates `dir` and any missing ancestors, syncing each new entry into its parent: a log
+/// whose records were fsync'ed is still lost after a power loss if its directory's own entry
+/// never reached the disk.
+inline void create_directories_durably(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> missing;
+  for (auto p = std::filesystem::absolute(dir); !std::filesystem::exists(p); p = p.parent_path())
+    missing.push_back(p);
+  std::filesystem::create_directories(dir);
+  for (const auto& p : missing)
+    sync_directory(p.parent_path());
 }
 
 inline std::uint64_t file_size(const fd& f, const std::filesystem::path& path) {
