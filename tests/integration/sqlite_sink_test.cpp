@@ -214,6 +214,25 @@ TEST_CASE("store_position with an explicit epoch only succeeds for the current o
   a.commit();
   CHECK(a.load_position() == co::position{7});
   CHECK_THROWS_AS(a.store_position(co::position{9}), std::logic_error);  // outside a transaction
+  CHECK(a.claimed_epoch() == co::epoch{3});
+}
+
+TEST_CASE("a claim rolled back is no claim") {
+  scratch_dir dir;
+  guarded_t a(dir / "db.sqlite");
+  a.begin();
+  a.claim(co::epoch{1});
+  a.commit();
+  a.begin();
+  a.claim(co::epoch{5});
+  a.rollback();
+  CHECK(a.claimed_epoch() == co::epoch{1});
+  CHECK(a.owner_epoch() == co::epoch{1});
+  // Its positions are still written as the owner the row names.
+  a.begin();
+  a.store_position(co::position{3});
+  a.commit();
+  CHECK(a.load_position() == co::position{3});
 }
 
 TEST_CASE("the SQLite position store commits durably and respects an owner's claim") {

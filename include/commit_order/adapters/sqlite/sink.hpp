@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "commit_order/adapters/sqlite/connection.hpp"
 #include "commit_order/adapters/sqlite/position_table.hpp"
@@ -183,11 +184,15 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     if (!db_.in_transaction())
       throw std::logic_error("commit_order::sqlite: commit() without begin()");
     db_.exec("COMMIT");
+    // A claim counts once it is durable: after a rollback the row still names the old owner.
+    if (pending_claim_)
+      claimed_ = std::exchange(pending_claim_, std::nullopt);
   }
 
   /// Undoes everything since begin(); a no-op outside a transaction (SQLite may already have
   /// rolled back after a failed statement or COMMIT).
   void rollback() noexcept {
+    pending_claim_.reset();
     if (db_.in_transaction())
       sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
   }
@@ -197,7 +202,9 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   [[nodiscard]] std::optional<position> load_position() const { return positions_->load().stored; }
 
   /// Stages `p` in the open transaction, as the epoch this sink claimed (0 if it never did).
-  void store_position(position p) { store_position(p, claimed_.value_or(epoch{0})); }
+  void store_position(position p) {
+    store_position(p, pending_claim_.value_or(claimed_.value_or(epoch{0})));
+  }
 
   /// Stages `p` while the position row is still owned by `e`; throws `fenced` otherwise (the
   /// caller rolls back, so a stale owner's rows go with it).
@@ -211,11 +218,11 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   std::optional<position> claim(epoch e) {
     require_transaction("claim()");
     auto stored = positions_->claim(e);
-    claimed_ = e;
+    pending_claim_ = e;
     return stored;
   }
 
-  /// The epoch of the last successful claim().
+  /// The epoch of the last claim() whose transaction committed.
   [[nodiscard]] std::optional<epoch> claimed_epoch() const noexcept { return claimed_; }
 
   /// The owner epoch the position row holds now.
@@ -251,6 +258,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   std::optional<statement> write_;
   mutable std::optional<statement> watermark_;
   std::optional<epoch> claimed_;
+  std::optional<epoch> pending_claim_;  // claimed in the open transaction
 };
 
 /// Idempotent, OffsetGuarded, Transactional: fit for every policy.
