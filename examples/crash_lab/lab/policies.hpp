@@ -1,0 +1,72 @@
+// crash_lab/lab/policies.hpp — the four configurations the lab runs, each with the weakest
+// sink its rules allow, so that whatever a policy can do wrong shows in the table:
+//
+//   AtMostOnce<AutoCommit>  keyed upsert, no offset guard  (R1 demands Idempotent, no more)
+//                           position: a SQLite table row, committed by a 50 ms timer
+//   AtMostOnce              plain append table              (no rule asks for more)
+//                           position: a position file
+//   AtLeastOnce             keyed upsert + offset guard     (R3 demands Idempotent)
+//                           position: a position file
+//   TransactionalPosition   keyed upsert + offset guard, position row in the same transaction
+//                           (R4, R5 demand Transactional and OffsetGuarded)
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string_view>
+
+namespace crash_lab {
+
+enum class policy_id { at_most_once_auto, at_most_once, at_least_once, transactional };
+
+inline constexpr std::array<policy_id, 4> all_policies{
+    policy_id::at_most_once_auto, policy_id::at_most_once, policy_id::at_least_once,
+    policy_id::transactional};
+
+/// The policy as the library spells it.
+constexpr std::string_view display_name(policy_id p) noexcept {
+  switch (p) {
+    case policy_id::at_most_once_auto:
+      return "AtMostOnce<AutoCommit>";
+    case policy_id::at_most_once:
+      return "AtMostOnce";
+    case policy_id::at_least_once:
+      return "AtLeastOnce";
+    case policy_id::transactional:
+      return "TransactionalPosition";
+  }
+  return "?";
+}
+
+/// The policy on a command line.
+constexpr std::string_view flag_name(policy_id p) noexcept {
+  switch (p) {
+    case policy_id::at_most_once_auto:
+      return "at-most-once-auto";
+    case policy_id::at_most_once:
+      return "at-most-once";
+    case policy_id::at_least_once:
+      return "at-least-once";
+    case policy_id::transactional:
+      return "transactional";
+  }
+  return "?";
+}
+
+inline std::optional<policy_id> parse_policy(std::string_view name) noexcept {
+  for (policy_id p : all_policies)
+    if (flag_name(p) == name)
+      return p;
+  return std::nullopt;
+}
+
+/// Whether the table is the plain append table (one row per applied record) rather than the
+/// keyed orders_flat (one row per order).
+constexpr bool appends(policy_id p) noexcept {
+  return p == policy_id::at_most_once;
+}
+
+/// The stream name of the position row (in the sink's or the store's position table).
+inline constexpr std::string_view stream_name = "orders";
+
+}  // namespace crash_lab

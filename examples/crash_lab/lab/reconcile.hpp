@@ -1,0 +1,165 @@
+// crash_lab/lab/reconcile.hpp — what the table holds, compared with what the log says.
+//
+// Run by the supervisor between children (no consumer is running), from the files alone: the
+// SQLite table, the stored position, the log.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <commit_order/adapters/file.hpp>
+#include <commit_order/adapters/sqlite.hpp>
+
+#include "lab/orders.hpp"
+#include "lab/policies.hpp"
+
+namespace crash_lab {
+
+/// One row of orders_flat as stored.
+struct table_row {
+  order_event event;
+  std::int64_t source_offset = 0;
+};
+
+/// The table and the stored position at one moment.
+struct snapshot {
+  std::vector<table_row> rows;  // in insertion (rowid) order
+  std::optional<co::position> stored;
+
+  /// The event_seq each order shows: its row, or for the append table its newest row (what a
+  /// reader taking the latest insert sees).
+  [[nodiscard]] std::map<std::int64_t, std::int64_t> visible_seq() const {
+    std::map<std::int64_t, std::int64_t> seq;
+    for (const auto& r : rows)
+      seq[r.event.order_id] = r.event.event_seq;
+    return seq;
+  }
+};
+
+/// Reads the table and the stored position of `policy`'s run.
+inline snapshot take_snapshot(policy_id policy, const std::filesystem::path& database,
+                              const std::filesystem::path& position_file) {
+  snapshot s;
+  if (std::filesystem::exists(database)) {
+    auto db = sq::connection::open<sq::synchronous_full>(database);
+    auto exists =
+        db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1");
+    const auto has_table = [&](std::string_view name) {
+      sq::reset_on_exit reset(exists);
+      exists.bind(1, name);
+      return exists.step() && exists.column_int64(0) == 1;
+    };
+    if (has_table("orders_flat")) {
+      auto q = db.prepare(
+          "SELECT order_id, customer_id, total_cents, event_seq, source_offset FROM orders_flat "
+          "ORDER BY rowid");
+      while (q.step())
+        s.rows.push_back(table_row{
+            order_event{q.column_int64(0), q.column_int64(1), q.column_int64(2), q.column_int64(3)},
+            q.column_int64(4)});
+    }
+    if (policy == policy_id::at_most_once_auto || policy == policy_id::transactional) {
+      if (has_table("commit_order_positions")) {
+        auto q = db.prepare("SELECT position FROM commit_order_positions WHERE stream = ?1");
+        q.bind(1, stream_name);
+        if (q.step() && !q.column_is_null(0))
+          s.stored = co::position{q.column_int64(0)};
+      }
+    }
+  }
+  if (policy == policy_id::at_most_once || policy == policy_id::at_least_once)
+    s.stored = co::file::position_store(position_file).load();
+  return s;
+}
+
+/// How many orders show an older event in `now` than they showed in `before` (or vanished).
+inline std::int64_t count_regressions(const snapshot& before, const snapshot& now) {
+  const auto old_seq = before.visible_seq();
+  const auto new_seq = now.visible_seq();
+  std::int64_t regressed = 0;
+  for (const auto& [order, seq] : old_seq) {
+    const auto it = new_seq.find(order);
+    if (it == new_seq.end() || it->second < seq)
+      ++regressed;
+  }
+  return regressed;
+}
+
+/// Append table only: records below the stored position that have no row. The next child
+/// starts at the stored position, so these are lost for good.
+inline std::int64_t count_skipped(const snapshot& s) {
+  if (!s.stored)
+    return 0;
+  std::vector<bool> present(static_cast<std::size_t>(s.stored->value()), false);
+  for (const auto& r : s.rows)
+    if (r.source_offset >= 0 && r.source_offset < s.stored->value())
+      present[static_cast<std::size_t>(r.source_offset)] = true;
+  std::int64_t missing = 0;
+  for (bool p : present)
+    missing += p ? 0 : 1;
+  return missing;
+}
+
+/// The final table against the log.
+struct reconciliation {
+  std::int64_t rows_expected = 0;
+  std::int64_t rows_lost = 0;        ///< expected rows absent, or showing an older event
+  std::int64_t duplicate_rows = 0;   ///< rows beyond the one expected for their record/order
+  std::int64_t mismatched_rows = 0;  ///< rows that are no event of the log at their offset
+};
+
+inline reconciliation reconcile(policy_id policy, const std::vector<order_event>& log,
+                                const snapshot& final_state) {
+  reconciliation r;
+  const auto n = static_cast<std::int64_t>(log.size());
+  const auto matches_log = [&](const table_row& row) {
+    return row.source_offset >= 0 && row.source_offset < n &&
+           log[static_cast<std::size_t>(row.source_offset)] == row.event;
+  };
+  for (const auto& row : final_state.rows)
+    r.mismatched_rows += matches_log(row) ? 0 : 1;
+
+  if (appends(policy)) {
+    // One row per record: a record with no row is lost, a record with two has a duplicate.
+    r.rows_expected = n;
+    std::vector<std::int64_t> copies(log.size(), 0);
+    for (const auto& row : final_state.rows)
+      if (matches_log(row))
+        ++copies[static_cast<std::size_t>(row.source_offset)];
+    for (std::int64_t c : copies) {
+      r.rows_lost += c == 0 ? 1 : 0;
+      r.duplicate_rows += c > 1 ? c - 1 : 0;
+    }
+    return r;
+  }
+
+  // One row per order, showing the order's last event.
+  std::map<std::int64_t, std::int64_t> last_offset;
+  for (std::int64_t i = 0; i < n; ++i)
+    last_offset[log[static_cast<std::size_t>(i)].order_id] = i;
+  r.rows_expected = static_cast<std::int64_t>(last_offset.size());
+  std::map<std::int64_t, std::vector<const table_row*>> by_order;
+  for (const auto& row : final_state.rows)
+    by_order[row.event.order_id].push_back(&row);
+  for (const auto& [order, offset] : last_offset) {
+    const auto it = by_order.find(order);
+    if (it == by_order.end()) {
+      ++r.rows_lost;
+      continue;
+    }
+    r.duplicate_rows += static_cast<std::int64_t>(it->second.size()) - 1;
+    const table_row& row = *it->second.back();
+    if (row.event.event_seq < log[static_cast<std::size_t>(offset)].event_seq)
+      ++r.rows_lost;  // the order's latest update never landed
+  }
+  for (const auto& [order, rows] : by_order)
+    if (!last_offset.contains(order))
+      r.mismatched_rows += static_cast<std::int64_t>(rows.size());
+  return r;
+}
+
+}  // namespace crash_lab

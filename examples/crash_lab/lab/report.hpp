@@ -1,0 +1,138 @@
+// crash_lab/lab/report.hpp — the table, the guarantees each policy owes, and a reading of it.
+#pragma once
+
+#include <cstdint>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lab/policies.hpp"
+#include "lab/supervisor.hpp"
+
+namespace crash_lab {
+
+/// The ways `o` broke what its policy promises (empty: the guarantee held). `batch` is the
+/// unit of work, which bounds what one kill may cost AtMostOnce.
+inline std::vector<std::string> violations(const policy_outcome& o, std::size_t batch) {
+  std::vector<std::string> v;
+  const auto require_zero = [&](std::int64_t n, const char* what) {
+    if (n != 0)
+      v.push_back(std::to_string(n) + " " + what);
+  };
+  // Any policy: a row must be some record of the log, as the log has it.
+  require_zero(o.mismatched_rows, "rows that match no record of the log");
+  switch (o.policy) {
+    case policy_id::at_least_once:
+    case policy_id::transactional:
+      require_zero(o.rows_lost, "rows lost");
+      require_zero(o.duplicate_rows, "duplicate rows");
+      require_zero(o.regressed_rows, "regressed rows");
+      break;
+    case policy_id::at_most_once:
+      require_zero(o.duplicate_rows, "duplicate rows");
+      if (o.max_lost_per_kill() > static_cast<std::int64_t>(batch))
+        v.push_back("one kill lost " + std::to_string(o.max_lost_per_kill()) +
+                    " records, more than one unit of work (" + std::to_string(batch) + ")");
+      break;
+    case policy_id::at_most_once_auto:
+      // Promises neither no-loss nor no-replay; the keyed sink R1 demands still rules out
+      // duplicate rows.
+      require_zero(o.duplicate_rows, "duplicate rows");
+      break;
+  }
+  return v;
+}
+
+inline void print_table(std::ostream& os, const std::vector<policy_outcome>& outcomes) {
+  const std::vector<std::string> head{"policy",         "kills",           "records",
+                                      "rows expected",  "rows lost",       "duplicate rows",
+                                      "regressed rows", "replays absorbed"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& o : outcomes)
+    rows.push_back({std::string(display_name(o.policy)), std::to_string(o.kills),
+                    std::to_string(o.records), std::to_string(o.rows_expected),
+                    std::to_string(o.rows_lost), std::to_string(o.duplicate_rows),
+                    std::to_string(o.regressed_rows), std::to_string(o.replays_absorbed)});
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& r : rows)
+      width[c] = std::max(width[c], r[c].size());
+  }
+  const auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      if (c == 0)
+        os << std::left << std::setw(static_cast<int>(width[c])) << cells[c];
+      else
+        os << "  " << std::right << std::setw(static_cast<int>(width[c])) << cells[c];
+    }
+    os << "\n";
+  };
+  line(head);
+  std::string rule;
+  for (std::size_t c = 0; c < head.size(); ++c)
+    rule += std::string(width[c], '-') + (c + 1 < head.size() ? "  " : "");
+  os << rule << "\n";
+  for (const auto& r : rows)
+    line(r);
+}
+
+/// One paragraph, from the numbers: which ordering lost, which replayed, and why.
+inline std::string reading(const std::vector<policy_outcome>& outcomes, std::size_t batch) {
+  std::ostringstream s;
+  for (const auto& o : outcomes) {
+    switch (o.policy) {
+      case policy_id::at_most_once:
+        s << "AtMostOnce commits the position before it writes: ";
+        if (o.rows_lost > 0)
+          s << "kills that landed between the two skipped the rest of their batch for good, "
+            << o.rows_lost << " of " << o.records << " records (at most " << o.max_lost_per_kill()
+            << " per kill, one unit being " << batch << "), with no error, no retry and "
+            << o.duplicate_rows
+            << " duplicates: a shortfall only a reconciliation like this one finds. ";
+        else
+          s << "no kill landed between the two this time, so nothing was lost, but the order "
+               "allows it. ";
+        break;
+      case policy_id::at_least_once:
+        s << "AtLeastOnce writes before it commits: ";
+        if (o.replays_absorbed > 0)
+          s << "kills between the two made restarts read written records again, and the "
+               "offset guard absorbed "
+            << o.replays_absorbed
+            << " replayed writes (the duplicates happened; the "
+               "event-derived key and the guard made them harmless), ";
+        else
+          s << "no kill landed between the two this time, ";
+        s << "leaving " << o.rows_lost << " lost, " << o.duplicate_rows << " duplicate and "
+          << o.regressed_rows << " regressed rows. ";
+        break;
+      case policy_id::transactional:
+        s << "TransactionalPosition commits the rows and the position in one transaction, so "
+             "a kill took both back together and each restart resumed at the last commit: "
+          << o.replays_absorbed << " replays, " << o.rows_lost << " lost, " << o.duplicate_rows
+          << " duplicate, " << o.regressed_rows << " regressed. ";
+        break;
+      case policy_id::at_most_once_auto:
+        s << "AtMostOnce<AutoCommit> commits whatever was polled whenever its timer fires, "
+             "written or not, and re-reads whatever was written after the last tick; ";
+        if (o.regressed_rows > 0)
+          s << "its upsert has no offset guard, so a replay first wrote older events over "
+               "newer ones, and kills caught "
+            << o.regressed_rows << " rows gone back to an older event mid-replay; ";
+        else
+          s << "no kill happened to land inside one of its replays this time; ";
+        if (o.rows_lost > 0)
+          s << o.rows_lost << " orders ended without their latest update. ";
+        else
+          s << "every order ended with its latest update this time (a keyed table would not "
+               "show a lost intermediate update), but the type says it may lose. ";
+        break;
+    }
+  }
+  return s.str();
+}
+
+}  // namespace crash_lab

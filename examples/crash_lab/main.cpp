@@ -1,0 +1,118 @@
+// crash_lab — kills real consumer processes and shows what each commit order lost or
+// duplicated.
+//
+//   crash_lab [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U] [--keep DIR]
+//
+// Writes N order events to a file log, then for each of AtMostOnce<AutoCommit>, AtMostOnce,
+// AtLeastOnce and TransactionalPosition starts a consumer (this program with --child) on a
+// fresh SQLite database, SIGKILLs it K times at random moments, restarts it until the log is
+// consumed, and reconciles the table against the log. Exit code 0 only if every policy kept
+// its guarantee.
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lab/child.hpp"
+#include "lab/report.hpp"
+#include "lab/supervisor.hpp"
+
+namespace {
+
+void usage(std::ostream& os) {
+  os << "usage: crash_lab [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U]"
+        " [--keep DIR]\n"
+        "  --records N  order events in the log (default 2000)\n"
+        "  --kills K    SIGKILLs per policy (default 10)\n"
+        "  --seed S     seeds the events and the kill times (default 1)\n"
+        "  --batch B    records per poll: the unit of work (default 8)\n"
+        "  --pace-us U  pause before each write, standing for per-record work (default 250)\n"
+        "  --keep DIR   work in DIR and keep the log and databases for inspection\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (crash_lab::is_child_invocation(argc, argv))
+    return crash_lab::child_main(argc, argv);
+
+  crash_lab::lab_config config;
+  std::optional<std::filesystem::path> keep;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view flag = argv[i];
+      if (flag == "--help" || flag == "-h") {
+        usage(std::cout);
+        return 0;
+      }
+      if (i + 1 >= argc)
+        throw std::invalid_argument("missing value after " + std::string(flag));
+      const std::string value = argv[++i];
+      if (flag == "--records")
+        config.records = std::stoll(value);
+      else if (flag == "--kills")
+        config.kills = std::stoi(value);
+      else if (flag == "--seed")
+        config.seed = std::stoull(value);
+      else if (flag == "--batch")
+        config.batch = std::stoull(value);
+      else if (flag == "--pace-us")
+        config.pace = std::chrono::microseconds(std::stoll(value));
+      else if (flag == "--keep")
+        keep = value;
+      else
+        throw std::invalid_argument("unknown option " + std::string(flag));
+    }
+    if (config.records < 1 || config.kills < 0 || config.batch < 1 || config.pace.count() < 0)
+      throw std::invalid_argument(
+          "--records and --batch must be positive, --kills and "
+          "--pace-us not negative");
+  } catch (const std::exception& e) {
+    std::cerr << "crash_lab: " << e.what() << "\n";
+    usage(std::cerr);
+    return 2;
+  }
+  config.orders = std::max<std::int64_t>(1, config.records / 10);
+  config.executable = std::filesystem::read_symlink("/proc/self/exe");
+  if (keep) {
+    config.work_dir = *keep;
+  } else {
+    std::string pattern = (std::filesystem::temp_directory_path() / "crash_lab.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      std::cerr << "crash_lab: cannot create a work directory\n";
+      return 2;
+    }
+    config.work_dir = pattern;
+  }
+  config.progress = [](const std::string& line) { std::cout << line << std::endl; };
+
+  std::cout << "crash_lab: " << config.records << " order events over " << config.orders
+            << " orders, " << config.kills << " kills per policy, batch " << config.batch
+            << ", seed " << config.seed << ", in " << config.work_dir.string() << "\n";
+  int status = 0;
+  try {
+    const auto outcomes = crash_lab::run_lab(
+        config, {crash_lab::all_policies.begin(), crash_lab::all_policies.end()});
+    std::cout << "\n";
+    crash_lab::print_table(std::cout, outcomes);
+    std::cout << "\n" << crash_lab::reading(outcomes, config.batch) << "\n\n";
+    for (const auto& o : outcomes) {
+      const auto broken = crash_lab::violations(o, config.batch);
+      std::cout << crash_lab::display_name(o.policy) << ": "
+                << (broken.empty() ? "guarantee held" : "GUARANTEE BROKEN:");
+      for (const auto& b : broken)
+        std::cout << " " << b << ";";
+      std::cout << "\n";
+      if (!broken.empty())
+        status = 1;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "crash_lab: " << e.what() << "\n";
+    status = 2;
+  }
+  if (!keep)
+    std::filesystem::remove_all(config.work_dir);
+  return status;
+}

@@ -1,0 +1,9 @@
+// commit_order/adapters/file.hpp — the file adapter: an append-only segmented log (a source)
+// and an atomically replaced position file (a position store). Links zlib (CRC-32):
+// target commit_order::file.
+#pragma once
+
+#include "commit_order/adapters/file/codec.hpp"
+#include "commit_order/adapters/file/errors.hpp"
+#include "commit_order/adapters/file/log.hpp"
+#include "commit_order/adapters/file/position_store.hpp"

@@ -1,0 +1,55 @@
+// commit_order/adapters/file/codec.hpp — how an event becomes the payload of a log record.
+//
+// A codec is a type with two static functions:
+//   static void encode(const Event&, std::vector<std::byte>& out);  // appends the encoding
+//   static Event decode(std::span<const std::byte> payload);        // throws on a bad payload
+// The log frames, checksums and orders payloads; the codec alone knows what they mean.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <concepts>
+#include <cstddef>
+#include <cstring>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "commit_order/adapters/file/errors.hpp"
+
+namespace commit_order::file {
+
+/// C encodes and decodes events of type Event.
+template <class C, class Event>
+concept codec = requires(const Event& e, std::vector<std::byte>& out,
+                         std::span<const std::byte> payload) {
+  C::encode(e, out);
+  { C::decode(payload) } -> std::same_as<Event>;
+};
+
+/// The object representation of a trivially copyable event, byte for byte. Compact and fast,
+/// but the bytes mean what this build's layout says: a log written by a build with another
+/// layout (another struct definition, another ABI) of the same size decodes as garbage. Keep
+/// the event a fixed-width, padding-free struct, or write a codec with an explicit format.
+template <class Event>
+requires std::is_trivially_copyable_v<Event>
+struct trivial_codec final {
+  static void encode(const Event& e, std::vector<std::byte>& out) {
+    const auto bytes = std::bit_cast<std::array<std::byte, sizeof(Event)>>(e);
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
+
+  static Event decode(std::span<const std::byte> payload) {
+    // A size mismatch means the log was written for another event type: refuse to reinterpret.
+    if (payload.size() != sizeof(Event))
+      throw codec_error("commit_order::file::trivial_codec: a payload of " +
+                        std::to_string(payload.size()) + " bytes cannot be an event of " +
+                        std::to_string(sizeof(Event)) + " bytes");
+    std::array<std::byte, sizeof(Event)> bytes;
+    std::memcpy(bytes.data(), payload.data(), sizeof(Event));
+    return std::bit_cast<Event>(bytes);
+  }
+};
+
+}  // namespace commit_order::file

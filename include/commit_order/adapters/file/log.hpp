@@ -1,0 +1,508 @@
+// commit_order/adapters/file/log.hpp — an append-only log in segment files: a real source.
+//
+//   commit_order::file::log<Event, Codec = trivial_codec<Event>, Sync = sync_each_append>
+//
+// Offsets start at 0 and only grow (Kafka's convention, like memory::log). Records live in
+// segment files named by their first offset; a segment is closed once it reaches
+// `segment_bytes` and a new one is started. Retention deletes whole closed segments, which
+// moves earliest(): a consumer whose stored position lies in a deleted segment gets
+// `position_lost` from seek(), never an empty read.
+//
+// On-disk format (little-endian, the same on every host):
+//   segment  = header frame*
+//   header   = "colog001" (8 bytes) | first offset (u64)
+//   frame    = payload length (u32) | crc (u32) | payload
+//   crc      = CRC-32 of length | the record's offset (u64) | payload
+// The offset is covered by the checksum but not stored: a frame copied to the wrong place does
+// not verify. A process killed mid-append leaves a torn frame at the end of the newest
+// segment; opening the log finds the first frame that does not verify, truncates the file
+// there and never returns it as a record. Only the newest segment can be torn: a roll syncs
+// the segment it closes before the next one exists.
+//
+// Durability is what `Sync` says and nothing more: `sync_each_append` fdatasyncs before
+// append() returns (Synced); `sync_on_flush` hands appends to the OS (Buffered: they survive
+// the process, not the machine) until flush().
+//
+// One process opens a log at a time (an advisory lock on `<dir>/.lock`), because the torn-tail
+// repair on open must never cut a frame another writer is still appending. Not thread-safe.
+#pragma once
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "commit_order/adapters/file/codec.hpp"
+#include "commit_order/adapters/file/detail/io.hpp"
+#include "commit_order/adapters/file/errors.hpp"
+#include "commit_order/capabilities.hpp"
+#include "commit_order/errors.hpp"
+#include "commit_order/offset.hpp"
+#include "commit_order/record.hpp"
+
+namespace commit_order::file {
+
+/// append() returns once the record is fdatasync'ed: it survives a power loss.
+struct sync_each_append final {
+  using durability = Synced;
+  static constexpr bool each_append = true;
+};
+/// append() returns once the OS has the record (it survives the process, not the machine);
+/// flush() makes everything appended so far durable.
+struct sync_on_flush final {
+  using durability = Buffered;
+  static constexpr bool each_append = false;
+};
+
+template <class S>
+concept sync_policy = std::is_same_v<S, sync_each_append> || std::is_same_v<S, sync_on_flush>;
+
+struct log_options final {
+  /// A segment is closed, and a new one started, before a frame would take it past this size.
+  std::uint64_t segment_bytes = std::uint64_t{16} << 20;
+  /// 0 keeps everything. Otherwise, after each roll the oldest closed segments are deleted
+  /// while the segments together hold more than this many bytes.
+  std::uint64_t retention_bytes = 0;
+  /// Frames claiming a larger payload are corrupt (a torn length field), and appends of larger
+  /// events are refused.
+  std::uint32_t max_record_bytes = std::uint32_t{16} << 20;
+};
+
+/// A segment as the log sees it: its first offset and its size in bytes.
+struct segment_info final {
+  position base;
+  std::uint64_t bytes = 0;
+};
+
+template <class Event, class Codec = trivial_codec<Event>, class Sync = sync_each_append>
+requires codec<Codec, Event> && sync_policy<Sync>
+class log final {
+ public:
+  using record_type = logged<Event>;
+  using event_type = Event;
+  /// What an append() that returned survives.
+  using append_durability = typename Sync::durability;
+
+  static constexpr std::uint64_t segment_header_bytes = 16;
+  static constexpr std::uint64_t frame_header_bytes = 8;
+  static constexpr std::array<char, 8> magic{'c', 'o', 'l', 'o', 'g', '0', '0', '1'};
+
+  /// Opens the log in `dir` (created if missing), repairing a torn tail.
+  explicit log(std::filesystem::path dir, log_options options = {})
+      : dir_(std::move(dir)), options_(options) {
+    detail::create_directories_durably(dir_);
+    lock_ = detail::lock_exclusive(dir_ / ".lock", dir_);
+    discover_segments();
+    if (segments_.empty()) {
+      writer_ = create_segment(0);
+      segments_.push_back(segment_info{position{0}, segment_header_bytes});
+      end_ = 0;
+    } else {
+      recover_tail();
+      writer_ = detail::open_file(path_of(segments_.back()), O_WRONLY | O_APPEND);
+    }
+    reader_.next = segments_.front().base.value();
+  }
+
+  log(log&&) noexcept = default;
+  log& operator=(log&&) noexcept = default;
+  log(const log&) = delete;
+  log& operator=(const log&) = delete;
+  ~log() = default;
+
+  // ---- writing -----------------------------------------------------------------------------
+
+  /// Appends an event and returns its offset. Durable on return under sync_each_append; on
+  /// failure nothing of the record remains in the file.
+  offset append(const Event& event) {
+    if (broken_)
+      throw error("commit_order::file: an earlier append to '" + dir_.string() +
+                  "' failed and could not be undone; reopen the log to repair it");
+    frame_.assign(frame_header_bytes, std::byte{0});
+    Codec::encode(event, frame_);
+    const std::uint64_t payload = frame_.size() - frame_header_bytes;
+    if (payload > options_.max_record_bytes)
+      throw codec_error("commit_order::file: an encoded event of " + std::to_string(payload) +
+                        " bytes exceeds max_record_bytes (" +
+                        std::to_string(options_.max_record_bytes) + ")");
+    detail::put_u32(frame_.data(), static_cast<std::uint32_t>(payload));
+    detail::put_u32(frame_.data() + 4, frame_crc(static_cast<std::uint32_t>(payload), end_,
+                                                 std::span(frame_).subspan(frame_header_bytes)));
+
+    if (segments_.back().bytes > segment_header_bytes &&
+        segments_.back().bytes + frame_.size() > options_.segment_bytes)
+      roll();
+
+    segment_info& active = segments_.back();
+    const auto path = path_of(active);
+    try {
+      detail::write_all(writer_, frame_, path);
+      if constexpr (Sync::each_append)
+        detail::sync_data(writer_, path);
+    } catch (...) {
+      // A half-written frame would sit between acknowledged records and the next append's
+      // frame, where no reader could tell it from corruption: cut it off, or stop appending.
+      try {
+        detail::truncate_to(writer_, active.bytes, path);
+      } catch (...) {
+        broken_ = true;
+      }
+      throw;
+    }
+    active.bytes += frame_.size();
+    return offset{end_++};
+  }
+
+  /// Makes every append so far durable (the only sync sync_on_flush does besides rolls).
+  void flush() { detail::sync_data(writer_, path_of(segments_.back())); }
+
+  // ---- reading (the source concept) --------------------------------------------------------
+
+  /// Moves the read position. Below earliest() the records were deleted: `position_lost`,
+  /// never a silent jump to what is left.
+  void seek(position p) {
+    if (p < earliest())
+      throw position_lost(p, earliest());
+    if (p > end())
+      throw position_beyond_end(p, end());
+    reader_.next = p.value();
+    reader_.positioned = false;
+  }
+
+  /// Up to `max` records from the read position; advances the read position past them. Every
+  /// record's checksum is verified. The span stays valid until the next poll().
+  [[nodiscard]] std::span<const record_type> poll(std::size_t max) {
+    batch_.clear();
+    while (batch_.size() < max && reader_.next < end_) {
+      position_reader();
+      read_frame(true);
+    }
+    return batch_;
+  }
+
+  /// Position of the first record still retained.
+  [[nodiscard]] position earliest() const noexcept { return segments_.front().base; }
+  /// Position just past the last record.
+  [[nodiscard]] position end() const noexcept { return position{end_}; }
+  /// Where the next poll() reads.
+  [[nodiscard]] position read_position() const noexcept { return position{reader_.next}; }
+
+  // ---- retention ---------------------------------------------------------------------------
+
+  /// Deletes every segment whose records all lie before `p` (whole segments only, never the
+  /// one being appended to), so earliest() moves to the first segment kept, which is <= p.
+  /// Like memory::log, a reader of this object positioned in a deleted segment moves to
+  /// earliest(); a consumer that recovers from an older stored position gets `position_lost`.
+  void truncate_before(position p) {
+    std::size_t drop = 0;
+    while (drop + 1 < segments_.size() && segments_[drop + 1].base <= p)
+      ++drop;
+    drop_oldest(drop);
+  }
+
+  // ---- what tests and operators inspect ----------------------------------------------------
+
+  [[nodiscard]] std::span<const segment_info> segments() const noexcept { return segments_; }
+  /// Bytes of a torn tail cut off when this log was opened (0 when the tail was clean).
+  [[nodiscard]] std::uint64_t repaired_tail_bytes() const noexcept { return repaired_; }
+  [[nodiscard]] const std::filesystem::path& directory() const noexcept { return dir_; }
+  /// The file holding the segment that starts at `base`.
+  [[nodiscard]] std::filesystem::path segment_path(position base) const {
+    return path_of(segment_info{base, 0});
+  }
+
+ private:
+  // Reads [at, at + n) of one file through a buffer, so a poll of small records costs one
+  // pread per chunk rather than two per record. It holds no pointer to its file, so a moved
+  // log never reads through a dangling one.
+  class chunk_reader final {
+   public:
+    void reset() noexcept {
+      buffer_at_ = 0;
+      buffered_ = 0;
+    }
+    // nullptr when the file ends before at + n. Valid until the next view().
+    const std::byte* view(const detail::fd& file, const std::filesystem::path& path,
+                          std::uint64_t at, std::size_t n) {
+      if (at >= buffer_at_ && at + n <= buffer_at_ + buffered_)
+        return buffer_.data() + (at - buffer_at_);
+      if (buffer_.size() < std::max<std::size_t>(n, chunk))
+        buffer_.resize(std::max<std::size_t>(n, chunk));
+      buffered_ = detail::read_at(file, buffer_, at, path);
+      buffer_at_ = at;
+      return buffered_ < n ? nullptr : buffer_.data();
+    }
+
+   private:
+    static constexpr std::size_t chunk = 64 * 1024;
+    std::vector<std::byte> buffer_;
+    std::uint64_t buffer_at_ = 0;
+    std::size_t buffered_ = 0;
+  };
+
+  struct reader_state {
+    offset::value_type next = 0;  // the offset the next frame holds
+    bool positioned = false;      // file/pos below are valid for `next`
+    std::size_t segment = 0;      // index into segments_
+    detail::fd file;
+    std::filesystem::path path;
+    std::uint64_t pos = 0;  // byte position of the frame of `next`
+    chunk_reader chunks;
+  };
+
+  enum class frame_status { ok, short_file, too_long, bad_checksum };
+  struct frame_result {
+    frame_status status;
+    std::uint32_t length = 0;
+    std::span<const std::byte> payload{};  // valid until the reader's next view()
+  };
+
+  static std::uint32_t frame_crc(std::uint32_t length, offset::value_type at,
+                                 std::span<const std::byte> payload) noexcept {
+    std::array<std::byte, 12> prefix{};
+    detail::put_u32(prefix.data(), length);
+    detail::put_u64(prefix.data() + 4, static_cast<std::uint64_t>(at));
+    return detail::crc32(detail::crc32(0, prefix), payload);
+  }
+
+  std::filesystem::path path_of(const segment_info& s) const {
+    std::array<char, 21> digits{};
+    const auto v = static_cast<std::uint64_t>(s.base.value());
+    const auto [ptr, ec] = std::to_chars(digits.data(), digits.data() + digits.size(), v);
+    (void)ec;  // 21 characters hold any 64-bit value
+    const std::string_view number(digits.data(), static_cast<std::size_t>(ptr - digits.data()));
+    return dir_ / (std::string(20 - number.size(), '0') + std::string(number) + ".log");
+  }
+
+  void discover_segments() {
+    for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+      const auto name = entry.path().filename().string();
+      if (name.size() != 24 || !name.ends_with(".log"))
+        continue;
+      std::uint64_t base = 0;
+      const auto [ptr, ec] = std::from_chars(name.data(), name.data() + 20, base);
+      if (ec != std::errc{} || ptr != name.data() + 20)
+        continue;
+      segments_.push_back(
+          segment_info{position{static_cast<position::value_type>(base)},
+                       static_cast<std::uint64_t>(std::filesystem::file_size(entry.path()))});
+    }
+    std::ranges::sort(segments_, {}, &segment_info::base);
+  }
+
+  detail::fd create_segment(offset::value_type base) {
+    const auto path = path_of(segment_info{position{base}, 0});
+    detail::fd f = detail::open_file(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL);
+    write_segment_header(f, base, path);
+    // The new file's name must be durable before any record in it is acknowledged.
+    detail::sync_directory(dir_);
+    return f;
+  }
+
+  static void write_segment_header(const detail::fd& f, offset::value_type base,
+                                   const std::filesystem::path& path) {
+    std::array<std::byte, segment_header_bytes> header{};
+    for (std::size_t i = 0; i < magic.size(); ++i)
+      header[i] = static_cast<std::byte>(magic[i]);
+    detail::put_u64(header.data() + 8, static_cast<std::uint64_t>(base));
+    detail::write_all(f, header, path);
+    detail::sync_data(f, path);
+  }
+
+  static bool header_valid(const std::byte* h, offset::value_type base) noexcept {
+    for (std::size_t i = 0; i < magic.size(); ++i)
+      if (h[i] != static_cast<std::byte>(magic[i]))
+        return false;
+    return detail::get_u64(h + 8) == static_cast<std::uint64_t>(base);
+  }
+
+  // Reads and verifies the frame of record `at` at byte `pos` of `file`, not past `limit`.
+  frame_result check_frame(chunk_reader& chunks, const detail::fd& file,
+                           const std::filesystem::path& path, std::uint64_t pos,
+                           std::uint64_t limit, offset::value_type at) const {
+    if (pos + frame_header_bytes > limit)
+      return {frame_status::short_file};
+    const std::byte* header = chunks.view(file, path, pos, frame_header_bytes);
+    if (header == nullptr)
+      return {frame_status::short_file};
+    const std::uint32_t length = detail::get_u32(header);
+    const std::uint32_t crc = detail::get_u32(header + 4);
+    if (length > options_.max_record_bytes)
+      return {frame_status::too_long, length};
+    if (pos + frame_header_bytes + length > limit)
+      return {frame_status::short_file, length};
+    const std::byte* payload = chunks.view(file, path, pos + frame_header_bytes, length);
+    if (payload == nullptr)
+      return {frame_status::short_file, length};
+    const std::span<const std::byte> bytes(payload, length);
+    if (frame_crc(length, at, bytes) != crc)
+      return {frame_status::bad_checksum, length};
+    return {frame_status::ok, length, bytes};
+  }
+
+  // The newest segment may end in a torn frame (a process killed mid-append, or a power loss
+  // before the sync): everything from the first frame that does not verify is unacknowledged,
+  // so it is cut off and the log ends at the last good frame.
+  void recover_tail() {
+    segment_info& last = segments_.back();
+    const auto path = path_of(last);
+    detail::fd f = detail::open_file(path, O_RDWR);
+    const std::uint64_t size = detail::file_size(f, path);
+    chunk_reader chunks;
+    if (size < segment_header_bytes) {
+      // Killed while creating the segment: its header never became durable, and no record in
+      // it was ever acknowledged (a roll syncs the header before the first append).
+      detail::truncate_to(f, 0, path);
+      write_segment_header(f, last.base.value(), path);
+      repaired_ = size;
+      last.bytes = segment_header_bytes;
+      end_ = last.base.value();
+      return;
+    }
+    const std::byte* header = chunks.view(f, path, 0, segment_header_bytes);
+    if (header == nullptr || !header_valid(header, last.base.value()))
+      throw corrupt_file(
+          path, "the segment header does not name offset " + std::to_string(last.base.value()));
+    std::uint64_t pos = segment_header_bytes;
+    offset::value_type at = last.base.value();
+    for (;;) {
+      const frame_result r = check_frame(chunks, f, path, pos, size, at);
+      if (r.status != frame_status::ok)
+        break;
+      pos += frame_header_bytes + r.length;
+      ++at;
+    }
+    if (pos < size) {
+      detail::truncate_to(f, pos, path);
+      detail::sync_data(f, path);
+      repaired_ = size - pos;
+    }
+    last.bytes = pos;
+    end_ = at;
+  }
+
+  void roll() {
+    // The segment being closed is complete and durable before its successor exists, so only
+    // the newest segment can ever hold a torn frame (and the repair on open looks nowhere else).
+    detail::sync_data(writer_, path_of(segments_.back()));
+    writer_ = create_segment(end_);
+    segments_.push_back(segment_info{position{end_}, segment_header_bytes});
+    if (options_.retention_bytes != 0) {
+      std::uint64_t total = 0;
+      for (const auto& s : segments_)
+        total += s.bytes;
+      std::size_t drop = 0;
+      while (drop + 1 < segments_.size() && total > options_.retention_bytes)
+        total -= segments_[drop++].bytes;
+      drop_oldest(drop);
+    }
+  }
+
+  void drop_oldest(std::size_t count) {
+    if (count == 0)
+      return;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::error_code ec;
+      const auto path = path_of(segments_[i]);
+      if (!std::filesystem::remove(path, ec) && ec)
+        throw io_error("unlink", path, ec.value());
+    }
+    segments_.erase(segments_.begin(), segments_.begin() + static_cast<std::ptrdiff_t>(count));
+    // A deletion that reappears after a power loss only lowers earliest() again: harmless,
+    // but syncing keeps the retained range what this process reported.
+    detail::sync_directory(dir_);
+    reader_.next = std::max(reader_.next, segments_.front().base.value());
+    reader_.positioned = false;
+  }
+
+  std::size_t segment_holding(offset::value_type at) const {
+    const auto it = std::ranges::upper_bound(segments_, position{at}, {}, &segment_info::base);
+    return static_cast<std::size_t>(it - segments_.begin()) - 1;
+  }
+
+  void open_reader_segment(std::size_t index) {
+    reader_.segment = index;
+    reader_.path = path_of(segments_[index]);
+    reader_.file = detail::open_file(reader_.path, O_RDONLY);
+    reader_.chunks.reset();
+    const std::byte* header =
+        reader_.chunks.view(reader_.file, reader_.path, 0, segment_header_bytes);
+    if (header == nullptr || !header_valid(header, segments_[index].base.value()))
+      throw corrupt_file(reader_.path, "the segment header does not name offset " +
+                                           std::to_string(segments_[index].base.value()));
+    reader_.pos = segment_header_bytes;
+  }
+
+  // Makes reader_.file/pos point at the frame of reader_.next.
+  void position_reader() {
+    if (reader_.positioned) {
+      const std::size_t following = reader_.segment + 1;
+      if (following == segments_.size() || reader_.next < segments_[following].base.value())
+        return;
+      // A closed segment must end exactly where its successor begins.
+      if (reader_.pos != segments_[reader_.segment].bytes)
+        throw corrupt_file(reader_.path,
+                           std::to_string(segments_[reader_.segment].bytes - reader_.pos) +
+                               " bytes follow the segment's last record, offset " +
+                               std::to_string(reader_.next - 1));
+      open_reader_segment(following);
+      return;
+    }
+    const offset::value_type target = reader_.next;
+    open_reader_segment(segment_holding(target));
+    reader_.next = segments_[reader_.segment].base.value();
+    while (reader_.next < target)
+      read_frame(false);
+    reader_.positioned = true;
+  }
+
+  // Reads the frame of reader_.next (into the batch when `keep`), or throws: past the
+  // repaired tail a frame that does not verify is corruption, never the end of the log.
+  void read_frame(bool keep) {
+    // A segment's size is what this process knows it to hold: the newest one grows with every
+    // append, and nothing beyond an acknowledged frame is ever read.
+    const frame_result r = check_frame(reader_.chunks, reader_.file, reader_.path, reader_.pos,
+                                       segments_[reader_.segment].bytes, reader_.next);
+    switch (r.status) {
+      case frame_status::ok:
+        break;
+      case frame_status::short_file:
+        throw corrupt_file(reader_.path, "the segment ends inside or before record " +
+                                             std::to_string(reader_.next));
+      case frame_status::too_long:
+        throw corrupt_file(reader_.path, "record " + std::to_string(reader_.next) + " claims " +
+                                             std::to_string(r.length) + " bytes");
+      case frame_status::bad_checksum:
+        throw corrupt_file(reader_.path,
+                           "record " + std::to_string(reader_.next) + " fails its checksum");
+    }
+    if (keep)
+      batch_.push_back(record_type{offset{reader_.next}, Codec::decode(r.payload)});
+    reader_.pos += frame_header_bytes + r.length;
+    ++reader_.next;
+  }
+
+  std::filesystem::path dir_;
+  log_options options_;
+  detail::fd lock_;
+  std::vector<segment_info> segments_;
+  detail::fd writer_;
+  offset::value_type end_ = 0;
+  std::uint64_t repaired_ = 0;
+  bool broken_ = false;
+  reader_state reader_;
+  std::vector<record_type> batch_;
+  std::vector<std::byte> frame_;
+};
+
+}  // namespace commit_order::file

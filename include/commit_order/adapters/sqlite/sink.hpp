@@ -1,0 +1,275 @@
+// commit_order/adapters/sqlite/sink.hpp — sinks that write event rows into a SQLite table.
+//
+//   sqlite::guarded_upsert_sink<D>  INSERT ... ON CONFLICT (<key>) DO UPDATE SET ...
+//                                   WHERE <table>.source_offset < excluded.source_offset
+//                                   Idempotent, OffsetGuarded, Transactional
+//   sqlite::upsert_sink<D>          the same upsert without the WHERE: last writer wins
+//                                   Idempotent, Transactional
+//   sqlite::append_sink<D>          plain INSERT, every write a new row
+//                                   Transactional only: replays become duplicate rows
+// plus the durability of the connection's synchronous mode (Synced under the default FULL).
+//
+// Every sink writes through one statement prepared at construction and reused for every row.
+// Outside a transaction each apply() is its own durable transaction; between begin() and
+// commit(), rows and the stream's position (see position_table.hpp) commit together — or, on
+// rollback(), neither does. The position row carries the owner's epoch (fencing_sink): after
+// claim(e), every position this sink stores is conditional on the row still being owned by e.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "commit_order/adapters/sqlite/connection.hpp"
+#include "commit_order/adapters/sqlite/position_table.hpp"
+#include "commit_order/adapters/sqlite/table.hpp"
+#include "commit_order/capabilities.hpp"
+#include "commit_order/concepts.hpp"
+#include "commit_order/errors.hpp"
+#include "commit_order/offset.hpp"
+
+namespace commit_order::sqlite {
+
+// ---- write modes ---------------------------------------------------------------------------
+
+/// Keyed upsert that only wins when the incoming source offset is newer than the row's.
+struct guarded_upsert_mode final {
+  static constexpr bool keyed = true;
+  static constexpr bool guarded = true;
+};
+/// Keyed upsert, last writer wins: a replay rewrites rows with older data until it catches up.
+struct upsert_mode final {
+  static constexpr bool keyed = true;
+  static constexpr bool guarded = false;
+};
+/// Plain INSERT into a table without a uniqueness constraint.
+struct append_mode final {
+  static constexpr bool keyed = false;
+  static constexpr bool guarded = false;
+};
+
+template <class M>
+concept write_mode = std::is_same_v<M, guarded_upsert_mode> || std::is_same_v<M, upsert_mode> ||
+    std::is_same_v<M, append_mode>;
+
+struct sink_options final {
+  /// The key of this sink's row in the position table: one per stream partition.
+  std::string stream = "default";
+  std::string position_table = "commit_order_positions";
+  journal_mode journal = journal_mode::rollback;
+  std::chrono::milliseconds busy_timeout{5000};
+  /// CREATE TABLE IF NOT EXISTS for the data table and the position table.
+  bool create_tables = true;
+};
+
+namespace detail {
+
+template <class Mode, class Durability>
+struct mode_capabilities;
+template <class Durability>
+struct mode_capabilities<guarded_upsert_mode, Durability> {
+  using type = commit_order::capabilities<Idempotent, OffsetGuarded, Transactional, Durability>;
+};
+template <class Durability>
+struct mode_capabilities<upsert_mode, Durability> {
+  using type = commit_order::capabilities<Idempotent, Transactional, Durability>;
+};
+template <class Durability>
+struct mode_capabilities<append_mode, Durability> {
+  using type = commit_order::capabilities<Transactional, Durability>;
+};
+
+// Only keyed sinks have a key: an append sink must not look like it dedups (rule R8 and the
+// `sink_key_t` trait read this alias).
+template <class D, bool Keyed>
+struct key_alias {};
+template <class D>
+struct key_alias<D, true> {
+  using key_type = typename D::keys::key_type;
+};
+
+template <class D, class Mode>
+std::string create_table_sql() {
+  using cols = columns_of<typename D::keys, typename D::values>;
+  std::string sql = "CREATE TABLE IF NOT EXISTS " + quote_identifier(D::name) + " (" +
+                    cols::definitions() + ", " + quote_identifier(D::offset_column) +
+                    " INTEGER NOT NULL";
+  if constexpr (Mode::keyed)
+    sql += ", PRIMARY KEY (" + cols::key_names() + ")";
+  return sql + ")";
+}
+
+template <class D, class Mode>
+std::string write_sql() {
+  using cols = columns_of<typename D::keys, typename D::values>;
+  std::string sql = "INSERT INTO " + quote_identifier(D::name) + " (" + cols::all_names() + ", " +
+                    quote_identifier(D::offset_column) + ") VALUES (";
+  for (std::size_t i = 1; i <= cols::count + 1; ++i)
+    sql += (i == 1 ? "?" : ", ?") + std::to_string(i);
+  sql += ")";
+  if constexpr (Mode::keyed) {
+    const std::string updates = cols::updates();
+    sql += " ON CONFLICT (" + cols::key_names() + ") DO UPDATE SET " + updates +
+           (updates.empty() ? "" : ", ") + quote_identifier(D::offset_column) + " = excluded." +
+           quote_identifier(D::offset_column);
+    if constexpr (Mode::guarded)
+      sql += " WHERE " + quote_identifier(D::name) + "." + quote_identifier(D::offset_column) +
+             " < excluded." + quote_identifier(D::offset_column);
+  }
+  return sql;
+}
+
+}  // namespace detail
+
+/// A sink writing rows of table D in write mode Mode, with the durability of Sync. Not final:
+/// a test harness may derive from it to pace or count writes without re-declaring anything.
+template <table_description D, write_mode Mode = guarded_upsert_mode,
+          synchronous_mode Sync = synchronous_full>
+class table_sink : public detail::key_alias<D, Mode::keyed> {
+ public:
+  using row_type = typename D::event_type;
+  using description = D;
+  using mode = Mode;
+  using capabilities = typename detail::mode_capabilities<Mode, typename Sync::durability>::type;
+
+  /// Opens (creating if needed) the database `file`, and the tables unless told otherwise.
+  explicit table_sink(const std::filesystem::path& file, sink_options options = {})
+      : db_(connection::open<Sync>(file, {options.journal, options.busy_timeout})) {
+    if (options.create_tables)
+      db_.exec(detail::create_table_sql<D, Mode>());
+    positions_.emplace(db_, options.position_table, options.stream, options.create_tables);
+    write_.emplace(db_.prepare(detail::write_sql<D, Mode>()));
+    watermark_.emplace(db_.prepare("SELECT MAX(" + detail::quote_identifier(D::offset_column) +
+                                   ") FROM " + detail::quote_identifier(D::name)));
+  }
+
+  table_sink(const table_sink&) = delete;
+  table_sink& operator=(const table_sink&) = delete;
+
+  /// A sink destroyed inside a transaction (an exception unwinding past the loop) leaves
+  /// nothing half-written behind.
+  ~table_sink() { rollback(); }
+
+  /// Writes the row of one record. `absorbed` when the offset guard kept a newer row.
+  write_outcome apply(offset source_offset, const row_type& row) {
+    statement& s = *write_;
+    reset_on_exit reset(s);
+    detail::columns_of<typename D::keys, typename D::values>::bind(s, row);
+    s.bind(static_cast<int>(detail::columns_of<typename D::keys, typename D::values>::count) + 1,
+           source_offset.value());
+    s.step();
+    if constexpr (Mode::guarded) {
+      // The guarded upsert's WHERE was false: the row holds a newer (or the same) offset.
+      if (db_.changes() == 0)
+        return write_outcome::absorbed;
+    }
+    return write_outcome::applied;
+  }
+
+  // ---- transactions ------------------------------------------------------------------------
+
+  /// BEGIN IMMEDIATE: the write lock is taken now, so two owners of one database queue here
+  /// instead of failing with SQLITE_BUSY when one upgrades a read lock in the middle.
+  void begin() {
+    if (db_.in_transaction())
+      throw std::logic_error("commit_order::sqlite: begin() inside an open transaction");
+    db_.exec("BEGIN IMMEDIATE");
+  }
+
+  void commit() {
+    if (!db_.in_transaction())
+      throw std::logic_error("commit_order::sqlite: commit() without begin()");
+    db_.exec("COMMIT");
+    // A claim counts once it is durable: after a rollback the row still names the old owner.
+    if (pending_claim_)
+      claimed_ = std::exchange(pending_claim_, std::nullopt);
+  }
+
+  /// Undoes everything since begin(); a no-op outside a transaction (SQLite may already have
+  /// rolled back after a failed statement or COMMIT).
+  void rollback() noexcept {
+    pending_claim_.reset();
+    if (db_.in_transaction())
+      sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+
+  // ---- the position, inside the transaction ------------------------------------------------
+
+  [[nodiscard]] std::optional<position> load_position() const { return positions_->load().stored; }
+
+  /// Stages `p` in the open transaction, as the epoch this sink claimed (0 if it never did).
+  void store_position(position p) {
+    store_position(p, pending_claim_.value_or(claimed_.value_or(epoch{0})));
+  }
+
+  /// Stages `p` while the position row is still owned by `e`; throws `fenced` otherwise (the
+  /// caller rolls back, so a stale owner's rows go with it).
+  void store_position(position p, epoch e) {
+    require_transaction("store_position()");
+    positions_->store(p, e);
+  }
+
+  /// Inside a transaction: makes `e` the owner of the stream and returns its stored position;
+  /// throws `fenced` when a newer owner holds it. Later store_position(p) calls use `e`.
+  std::optional<position> claim(epoch e) {
+    require_transaction("claim()");
+    auto stored = positions_->claim(e);
+    pending_claim_ = e;
+    return stored;
+  }
+
+  /// The epoch of the last claim() whose transaction committed.
+  [[nodiscard]] std::optional<epoch> claimed_epoch() const noexcept { return claimed_; }
+
+  /// The owner epoch the position row holds now.
+  [[nodiscard]] epoch owner_epoch() const { return positions_->load().owner; }
+
+  // ---- progress ----------------------------------------------------------------------------
+
+  /// The applied watermark: the highest source offset present in the table.
+  [[nodiscard]] std::optional<offset> applied_watermark() const {
+    statement& s = *watermark_;
+    reset_on_exit reset(s);
+    if (!s.step() || s.column_is_null(0))
+      return std::nullopt;
+    return offset{s.column_int64(0)};
+  }
+
+  /// The connection, for reading the table (and for tests).
+  [[nodiscard]] connection& database() noexcept { return db_; }
+  /// The prepared write statement (its run count shows it is reused).
+  [[nodiscard]] const statement& write_statement() const noexcept { return *write_; }
+
+ private:
+  void require_transaction(const char* what) const {
+    // Outside a transaction the position would commit on its own, apart from the rows it
+    // vouches for: exactly the two-write window this sink exists to close.
+    if (!db_.in_transaction())
+      throw std::logic_error(std::string("commit_order::sqlite: ") + what +
+                             " outside a transaction");
+  }
+
+  connection db_;
+  mutable std::optional<detail::position_table> positions_;
+  std::optional<statement> write_;
+  mutable std::optional<statement> watermark_;
+  std::optional<epoch> claimed_;
+  std::optional<epoch> pending_claim_;  // claimed in the open transaction
+};
+
+/// Idempotent, OffsetGuarded, Transactional: fit for every policy.
+template <table_description D, synchronous_mode Sync = synchronous_full>
+using guarded_upsert_sink = table_sink<D, guarded_upsert_mode, Sync>;
+/// Idempotent, Transactional, not OffsetGuarded: AtLeastOnce, AutoCommit; never
+/// TransactionalPosition (rule R5).
+template <table_description D, synchronous_mode Sync = synchronous_full>
+using upsert_sink = table_sink<D, upsert_mode, Sync>;
+/// Not Idempotent: AtMostOnce only (rules R1, R3, R5).
+template <table_description D, synchronous_mode Sync = synchronous_full>
+using append_sink = table_sink<D, append_mode, Sync>;
+
+}  // namespace commit_order::sqlite

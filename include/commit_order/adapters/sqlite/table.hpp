@@ -1,0 +1,222 @@
+// commit_order/adapters/sqlite/table.hpp — the typed description of a sink table.
+//
+// A table is described by the event members its columns hold, never by SQL text:
+//
+//   struct orders_flat final
+//       : sqlite::table<"orders_flat", order_event,
+//                       sqlite::key_columns<sqlite::column<"order_id", &order_event::order_id>>,
+//                       sqlite::value_columns<
+//                           sqlite::column<"customer_id", &order_event::customer_id>,
+//                           sqlite::column<"total_cents", &order_event::total_cents>>> {};
+//
+// The key columns are the idempotency key: they come from the event (rule R8), and the sink's
+// `key_type` is `commit_order::key<&order_event::order_id>`, so the rules check the same key
+// the upsert uses. Every row also carries the source offset it came from (default column
+// `source_offset`), which is what the offset guard compares. Names are checked at compile time
+// to be plain identifiers, and values are always bound as parameters, so no event content and
+// no name can change the statement's meaning.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "commit_order/key.hpp"
+
+namespace commit_order::sqlite {
+
+/// A string usable as a template argument: `column<"order_id", ...>`.
+template <std::size_t N>
+struct fixed_string final {
+  char data[N]{};
+  constexpr fixed_string(const char (&text)[N]) noexcept {  // NOLINT: implicit by design
+    std::copy_n(text, N, data);
+  }
+  [[nodiscard]] constexpr std::string_view view() const noexcept { return {data, N - 1}; }
+};
+
+/// True for a plain SQL identifier: a letter or underscore, then letters, digits, underscores.
+constexpr bool is_identifier(std::string_view name) noexcept {
+  if (name.empty() || name.size() > 64)
+    return false;
+  const auto letter = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  };
+  if (!letter(name.front()))
+    return false;
+  return std::all_of(name.begin(), name.end(),
+                     [&](char c) { return letter(c) || (c >= '0' && c <= '9'); });
+}
+
+namespace detail {
+template <class M>
+struct member_pointer_traits;
+template <class C, class T>
+struct member_pointer_traits<T C::*> {
+  using owner = C;
+  using value = T;
+};
+}  // namespace detail
+
+/// One column: its name and the event member it holds.
+template <fixed_string Name, auto Member>
+requires std::is_member_object_pointer_v<decltype(Member)>
+struct column final {
+  static_assert(is_identifier(Name.view()),
+                "commit_order::sqlite: a column name must be a plain identifier "
+                "([A-Za-z_][A-Za-z0-9_]*, at most 64 characters)");
+  static constexpr std::string_view name = Name.view();
+  static constexpr auto member = Member;
+  using owner_type = typename detail::member_pointer_traits<decltype(Member)>::owner;
+  using value_type = typename detail::member_pointer_traits<decltype(Member)>::value;
+};
+
+template <class T>
+struct is_column : std::false_type {};
+template <fixed_string Name, auto Member>
+struct is_column<column<Name, Member>> : std::true_type {};
+
+/// The columns of the uniqueness constraint the upsert conflicts on: the idempotency key.
+template <class... Columns>
+requires(is_column<Columns>::value&&...) struct key_columns final {
+  static_assert(sizeof...(Columns) > 0, "commit_order::sqlite: a key needs at least one column");
+  static constexpr std::size_t size = sizeof...(Columns);
+  /// The event-derived key these columns make (rule R8 reads it).
+  using key_type = commit_order::key<Columns::member...>;
+};
+
+/// The columns an upsert overwrites.
+template <class... Columns>
+requires(is_column<Columns>::value&&...) struct value_columns final {
+  static constexpr std::size_t size = sizeof...(Columns);
+};
+
+namespace detail {
+template <class Keys, class Values>
+struct all_columns;
+template <class... K, class... V>
+struct all_columns<key_columns<K...>, value_columns<V...>> {
+  static constexpr std::array<std::string_view, sizeof...(K) + sizeof...(V)> names{K::name...,
+                                                                                   V::name...};
+  template <class Event>
+  static constexpr bool members_of = (std::is_same_v<typename K::owner_type, Event> && ...) &&
+                                     (std::is_same_v<typename V::owner_type, Event> && ...);
+};
+
+template <std::size_t N>
+constexpr bool names_distinct(std::array<std::string_view, N> names, std::string_view extra) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (names[i] == extra)
+      return false;
+    for (std::size_t j = i + 1; j < N; ++j)
+      if (names[i] == names[j])
+        return false;
+  }
+  return true;
+}
+}  // namespace detail
+
+/// A table description. Derive a named type from it (`struct orders_flat final : table<...>
+/// {};`) so diagnostics print the name rather than the whole description.
+template <fixed_string Name, class Event, class Keys, class Values,
+          fixed_string OffsetColumn = "source_offset">
+struct table {
+  using event_type = Event;
+  using keys = Keys;
+  using values = Values;
+  static constexpr std::string_view name = Name.view();
+  static constexpr std::string_view offset_column = OffsetColumn.view();
+
+  static_assert(is_identifier(name),
+                "commit_order::sqlite: a table name must be a plain identifier");
+  static_assert(is_identifier(offset_column),
+                "commit_order::sqlite: the source-offset column name must be a plain identifier");
+  static_assert(detail::all_columns<Keys, Values>::template members_of<Event>,
+                "commit_order::sqlite: every column must hold a member of the table's event type");
+  static_assert(detail::names_distinct(detail::all_columns<Keys, Values>::names, offset_column),
+                "commit_order::sqlite: column names (and the source-offset column) must differ");
+};
+
+template <class T>
+struct is_key_columns : std::false_type {};
+template <class... C>
+struct is_key_columns<key_columns<C...>> : std::true_type {};
+template <class T>
+struct is_value_columns : std::false_type {};
+template <class... C>
+struct is_value_columns<value_columns<C...>> : std::true_type {};
+
+/// D describes a table: `sqlite::table<...>` or a type derived from one.
+template <class D>
+concept table_description = requires {
+  typename D::event_type;
+  typename D::keys;
+  typename D::values;
+  { D::name } -> std::convertible_to<std::string_view>;
+  { D::offset_column } -> std::convertible_to<std::string_view>;
+}
+&&is_key_columns<typename D::keys>::value&& is_value_columns<typename D::values>::value;
+
+namespace detail {
+
+inline std::string quote_identifier(std::string_view identifier) {
+  return "\"" + std::string(identifier) + "\"";
+}
+
+template <class T>
+constexpr std::string_view sql_type() {
+  if constexpr (std::is_enum_v<T> || std::is_integral_v<T>) {
+    return "INTEGER";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return "REAL";
+  } else {
+    return "TEXT";
+  }
+}
+
+template <class... C>
+std::string column_list(std::string_view separator, auto&& each) {
+  std::string out;
+  ((out += (out.empty() ? std::string() : std::string(separator)) + each.template operator()<C>()),
+   ...);
+  return out;
+}
+
+template <class Keys, class Values>
+struct columns_of;
+template <class... K, class... V>
+struct columns_of<key_columns<K...>, value_columns<V...>> {
+  static std::string key_names() {
+    return column_list<K...>(", ", []<class C>() { return quote_identifier(C::name); });
+  }
+  static std::string all_names() {
+    return column_list<K..., V...>(", ", []<class C>() { return quote_identifier(C::name); });
+  }
+  static std::string definitions() {
+    return column_list<K..., V...>(", ", []<class C>() {
+      return quote_identifier(C::name) + " " + std::string(sql_type<typename C::value_type>()) +
+             " NOT NULL";
+    });
+  }
+  static std::string updates() {
+    return column_list<V...>(", ", []<class C>() {
+      return quote_identifier(C::name) + " = excluded." + quote_identifier(C::name);
+    });
+  }
+  static constexpr std::size_t count = sizeof...(K) + sizeof...(V);
+
+  /// Binds the event's members to parameters 1..count, keys first, in declaration order.
+  template <class Statement, class Event>
+  static void bind(Statement& s, const Event& e) {
+    int index = 0;
+    (s.bind(++index, e.*(K::member)), ...);
+    (s.bind(++index, e.*(V::member)), ...);
+  }
+};
+
+}  // namespace detail
+
+}  // namespace commit_order::sqlite

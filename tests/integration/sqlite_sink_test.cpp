@@ -1,0 +1,291 @@
+// The SQLite sinks and position store against real database files.
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <commit_order/adapters/memory.hpp>
+#include <commit_order/adapters/sqlite.hpp>
+#include <commit_order/commit_order.hpp>
+
+#include "lab/orders.hpp"
+#include "support/scratch.hpp"
+
+namespace co = commit_order;
+namespace sq = commit_order::sqlite;
+using crash_lab::order_event;
+using crash_lab::orders_flat;
+using test_support::scratch_dir;
+
+using guarded_t = sq::guarded_upsert_sink<orders_flat>;
+using upsert_t = sq::upsert_sink<orders_flat>;
+using append_t = sq::append_sink<orders_flat>;
+
+// ---- what each sink declares ---------------------------------------------------------------
+
+static_assert(co::has_capability_v<guarded_t, co::Idempotent> &&
+              co::has_capability_v<guarded_t, co::OffsetGuarded> &&
+              co::has_capability_v<guarded_t, co::Transactional>);
+static_assert(co::has_capability_v<upsert_t, co::Idempotent> &&
+              !co::has_capability_v<upsert_t, co::OffsetGuarded>);
+static_assert(!co::has_capability_v<append_t, co::Idempotent> &&
+              !co::has_capability_v<append_t, co::OffsetGuarded> &&
+              co::has_capability_v<append_t, co::Transactional>);
+static_assert(std::is_same_v<co::sink_durability_t<guarded_t>, co::Synced>);
+static_assert(std::is_same_v<
+              co::sink_durability_t<sq::guarded_upsert_sink<orders_flat, sq::synchronous_normal>>,
+              co::Buffered>);
+static_assert(std::is_same_v<co::sink_key_t<guarded_t>, co::key<&order_event::order_id>>);
+static_assert(std::is_same_v<co::sink_key_t<append_t>, co::no_key>);
+static_assert(co::fencing_sink<guarded_t> && co::watermarked_sink<guarded_t>);
+static_assert(std::is_same_v<co::store_durability_t<sq::position_store<>>, co::Synced>);
+
+namespace {
+
+order_event order(std::int64_t id, std::int64_t total, std::int64_t seq) {
+  return order_event{id, 100 + id, total, seq};
+}
+
+struct row {
+  order_event event;
+  std::int64_t source_offset;
+  friend bool operator==(const row&, const row&) = default;
+};
+
+std::vector<row> rows_of(sq::connection& db) {
+  auto q = db.prepare(
+      "SELECT order_id, customer_id, total_cents, event_seq, source_offset FROM orders_flat "
+      "ORDER BY order_id, rowid");
+  std::vector<row> out;
+  while (q.step())
+    out.push_back(
+        row{order_event{q.column_int64(0), q.column_int64(1), q.column_int64(2), q.column_int64(3)},
+            q.column_int64(4)});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the guarded upsert absorbs a replayed or older record and keeps the newer row") {
+  scratch_dir dir;
+  guarded_t sink(dir / "db.sqlite");
+  CHECK(sink.applied_watermark() == std::nullopt);
+  CHECK(sink.apply(co::offset{5}, order(1, 500, 2)) == co::write_outcome::applied);
+  CHECK(sink.apply(co::offset{3}, order(1, 300, 1)) == co::write_outcome::absorbed);
+  CHECK(sink.apply(co::offset{5}, order(1, 500, 2)) == co::write_outcome::absorbed);
+  CHECK(rows_of(sink.database()) == std::vector<row>{{order(1, 500, 2), 5}});
+  CHECK(sink.apply(co::offset{9}, order(1, 900, 3)) == co::write_outcome::applied);
+  CHECK(sink.apply(co::offset{4}, order(2, 40, 1)) == co::write_outcome::applied);
+  CHECK(rows_of(sink.database()) == std::vector<row>{{order(1, 900, 3), 9}, {order(2, 40, 1), 4}});
+  CHECK(sink.applied_watermark() == co::offset{9});
+  // One statement, prepared once, served every write.
+  CHECK(sink.write_statement().runs() == 5);
+}
+
+TEST_CASE("without the guard a replayed older record overwrites newer data (why R5 exists)") {
+  scratch_dir dir;
+  upsert_t sink(dir / "db.sqlite");
+  CHECK(sink.apply(co::offset{5}, order(1, 500, 2)) == co::write_outcome::applied);
+  CHECK(sink.apply(co::offset{3}, order(1, 300, 1)) == co::write_outcome::applied);
+  CHECK(rows_of(sink.database()) == std::vector<row>{{order(1, 300, 1), 3}});
+}
+
+TEST_CASE("the append sink stores a replay as a second row (why R3 exists)") {
+  scratch_dir dir;
+  append_t sink(dir / "db.sqlite");
+  sink.apply(co::offset{5}, order(1, 500, 2));
+  sink.apply(co::offset{5}, order(1, 500, 2));
+  CHECK(rows_of(sink.database()).size() == 2);
+}
+
+TEST_CASE("rollback leaves the table and the position as they were") {
+  scratch_dir dir;
+  guarded_t sink(dir / "db.sqlite");
+  sink.begin();
+  sink.apply(co::offset{0}, order(1, 100, 1));
+  sink.store_position(co::position{1});
+  sink.commit();
+  const auto before = rows_of(sink.database());
+
+  sink.begin();
+  sink.apply(co::offset{1}, order(1, 150, 2));
+  sink.apply(co::offset{2}, order(2, 200, 1));
+  sink.store_position(co::position{3});
+  sink.rollback();
+
+  CHECK(rows_of(sink.database()) == before);
+  CHECK(sink.load_position() == co::position{1});
+  CHECK(sink.applied_watermark() == co::offset{0});
+  // What a second connection (another process) sees agrees.
+  guarded_t other(dir / "db.sqlite");
+  CHECK(rows_of(other.database()) == before);
+  CHECK(other.load_position() == co::position{1});
+}
+
+TEST_CASE("a write failing mid-batch under TransactionalPosition rolls the batch back") {
+  scratch_dir dir;
+  // Fails on one record, as a constraint violation or a full disk would.
+  struct failing_sink : guarded_t {
+    using guarded_t::guarded_t;
+    std::int64_t fail_at = -1;
+    co::write_outcome apply(co::offset o, const order_event& e) {
+      if (o.value() == fail_at)
+        throw std::runtime_error("write failed");
+      return guarded_t::apply(o, e);
+    }
+  };
+  co::memory::log<order_event> log;
+  for (std::int64_t i = 0; i < 10; ++i)
+    log.append(order(i % 3, i, i / 3 + 1));
+  failing_sink sink(dir / "db.sqlite");
+  co::pipeline<co::memory::log<order_event>, failing_sink, co::TransactionalPosition<>> p(
+      log, sink, co::settings{.batch_size = 5});
+  CHECK(p.poll_once() == 5);
+  const auto after_first = rows_of(sink.database());
+  sink.fail_at = 7;
+  CHECK_THROWS_WITH(p.poll_once(), "write failed");
+  CHECK(rows_of(sink.database()) == after_first);
+  CHECK(sink.load_position() == co::position{5});
+  CHECK(sink.applied_watermark() == co::offset{4});
+}
+
+TEST_CASE("fencing: a stale owner on the same database file is fenced and writes nothing") {
+  scratch_dir dir;
+  co::memory::log<order_event> log;
+  for (std::int64_t i = 0; i < 20; ++i)
+    log.append(order(i % 4, i * 10, i / 4 + 1));
+  using pipeline_t =
+      co::pipeline<co::memory::log<order_event>, guarded_t, co::TransactionalPosition<>>;
+  const sq::sink_options options{.stream = "orders"};
+
+  guarded_t zombie(dir / "db.sqlite", options);
+  zombie.begin();
+  CHECK(zombie.claim(co::epoch{1}) == std::nullopt);
+  zombie.commit();
+  pipeline_t old_owner(log, zombie, co::settings{.batch_size = 4});
+  CHECK(old_owner.poll_once() == 4);
+  CHECK(zombie.load_position() == co::position{4});
+
+  // A rebalance: a new owner claims the stream with a higher epoch and takes over from the
+  // position the old one committed.
+  guarded_t owner(dir / "db.sqlite", options);
+  owner.begin();
+  CHECK(owner.claim(co::epoch{2}) == co::position{4});
+  owner.commit();
+  CHECK(owner.owner_epoch() == co::epoch{2});
+  const auto rows_at_takeover = rows_of(owner.database());
+
+  // The zombie does not know yet: its next batch is fenced and rolled back, rows included.
+  try {
+    old_owner.poll_once();
+    FAIL("a stale owner committed");
+  } catch (const co::fenced& e) {
+    CHECK(e.mine() == co::epoch{1});
+    CHECK(e.current() == co::epoch{2});
+  }
+  CHECK(rows_of(owner.database()) == rows_at_takeover);
+  CHECK(owner.load_position() == co::position{4});
+
+  // Nor can it claim the stream back.
+  zombie.begin();
+  CHECK_THROWS_AS(zombie.claim(co::epoch{1}), co::fenced);
+  zombie.rollback();
+
+  // The owner resumes where the position says and finishes the stream.
+  pipeline_t new_owner(log, owner, co::settings{.batch_size = 4});
+  CHECK(new_owner.recover() == co::position{4});
+  CHECK(new_owner.run() == 16);
+  CHECK(owner.load_position() == co::position{20});
+  CHECK(owner.applied_watermark() == co::offset{19});
+  // Re-claiming at one's own epoch (a restart of the same owner) is allowed.
+  owner.begin();
+  CHECK(owner.claim(co::epoch{2}) == co::position{20});
+  owner.commit();
+}
+
+TEST_CASE("store_position with an explicit epoch only succeeds for the current owner") {
+  scratch_dir dir;
+  guarded_t a(dir / "db.sqlite");
+  a.begin();
+  a.claim(co::epoch{3});
+  a.store_position(co::position{7}, co::epoch{3});
+  CHECK_THROWS_AS(a.store_position(co::position{8}, co::epoch{2}), co::fenced);
+  a.commit();
+  CHECK(a.load_position() == co::position{7});
+  CHECK_THROWS_AS(a.store_position(co::position{9}), std::logic_error);  // outside a transaction
+  CHECK(a.claimed_epoch() == co::epoch{3});
+}
+
+TEST_CASE("a claim rolled back is no claim") {
+  scratch_dir dir;
+  guarded_t a(dir / "db.sqlite");
+  a.begin();
+  a.claim(co::epoch{1});
+  a.commit();
+  a.begin();
+  a.claim(co::epoch{5});
+  a.rollback();
+  CHECK(a.claimed_epoch() == co::epoch{1});
+  CHECK(a.owner_epoch() == co::epoch{1});
+  // Its positions are still written as the owner the row names.
+  a.begin();
+  a.store_position(co::position{3});
+  a.commit();
+  CHECK(a.load_position() == co::position{3});
+}
+
+TEST_CASE("the SQLite position store commits durably and respects an owner's claim") {
+  scratch_dir dir;
+  {
+    sq::position_store<> store(dir / "db.sqlite", sq::store_options{.stream = "orders"});
+    CHECK(store.load() == std::nullopt);
+    store.commit(co::position{41});
+    store.commit(co::position{42});
+  }
+  sq::position_store<> store(dir / "db.sqlite", sq::store_options{.stream = "orders"});
+  CHECK(store.load() == co::position{42});
+  sq::position_store<> other_stream(dir / "db.sqlite", sq::store_options{.stream = "payments"});
+  CHECK(other_stream.load() == std::nullopt);
+
+  guarded_t owner(dir / "db.sqlite", sq::sink_options{.stream = "orders"});
+  owner.begin();
+  CHECK(owner.claim(co::epoch{1}) == co::position{42});
+  owner.commit();
+  CHECK_THROWS_AS(store.commit(co::position{43}), co::fenced);
+  CHECK(store.load() == co::position{42});
+}
+
+TEST_CASE("WAL journal mode works the same way") {
+  scratch_dir dir;
+  const sq::sink_options wal{.journal = sq::journal_mode::wal};
+  guarded_t sink(dir / "db.sqlite", wal);
+  {
+    auto q = sink.database().prepare("PRAGMA journal_mode");
+    REQUIRE(q.step());
+    CHECK(q.column_text(0) == "wal");
+  }
+  sink.begin();
+  sink.apply(co::offset{0}, order(1, 1, 1));
+  sink.store_position(co::position{1});
+  sink.commit();
+  guarded_t reader(dir / "db.sqlite", wal);
+  CHECK(reader.load_position() == co::position{1});
+  CHECK(rows_of(reader.database()).size() == 1);
+}
+
+TEST_CASE("what the sink refuses to do") {
+  scratch_dir dir;
+  CHECK_THROWS_AS(guarded_t(":memory:"), std::invalid_argument);
+  CHECK_THROWS_AS(guarded_t(dir / "db.sqlite", sq::sink_options{.position_table = "p; DROP x"}),
+                  std::invalid_argument);
+  guarded_t sink(dir / "db.sqlite");
+  CHECK_THROWS_AS(sink.commit(), std::logic_error);
+  sink.begin();
+  CHECK_THROWS_AS(sink.begin(), std::logic_error);
+  sink.rollback();
+  // Told not to create its tables, a sink on a database without them fails when it prepares
+  // its statements, not at the first write.
+  CHECK_THROWS_AS(guarded_t(dir / "empty.sqlite", sq::sink_options{.create_tables = false}),
+                  sq::error);
+}
