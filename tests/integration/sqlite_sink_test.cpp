@@ -144,7 +144,14 @@ TEST_CASE("a write failing mid-batch under TransactionalPosition rolls the batch
   CHECK(p.poll_once() == 5);
   const auto after_first = rows_of(sink.database());
   sink.fail_at = 7;
-  CHECK_THROWS_WITH(p.poll_once(), "write failed");
+  try {
+    p.poll_once();
+    FAIL("the failure must surface");
+  } catch (const co::record_failed& e) {
+    CHECK(e.failed() == co::offset{7});
+    CHECK(e.committed() == co::position{5});
+    CHECK_THROWS_WITH(std::rethrow_if_nested(e), "write failed");
+  }
   CHECK(rows_of(sink.database()) == after_first);
   CHECK(sink.load_position() == co::position{5});
   CHECK(sink.applied_watermark() == co::offset{4});
@@ -155,24 +162,26 @@ TEST_CASE("fencing: a stale owner on the same database file is fenced and writes
   co::memory::log<order_event> log;
   for (std::int64_t i = 0; i < 20; ++i)
     log.append(order(i % 4, i * 10, i / 4 + 1));
-  using pipeline_t =
-      co::pipeline<co::memory::log<order_event>, guarded_t, co::TransactionalPosition<>>;
+  using reader_t = co::memory::log<order_event>::reader;
+  using pipeline_t = co::pipeline<reader_t, guarded_t, co::TransactionalPosition<>>;
   const sq::sink_options options{.stream = "orders"};
 
+  // Two consumers of one partition over time, each with its own connection and cursor; the
+  // group hands out epochs (a generation id): the later owner holds the higher one.
   guarded_t zombie(dir / "db.sqlite", options);
-  zombie.begin();
-  CHECK(zombie.claim(co::epoch{1}) == std::nullopt);
-  zombie.commit();
-  pipeline_t old_owner(log, zombie, co::settings{.batch_size = 4});
+  auto zombie_reader = log.make_reader();
+  pipeline_t old_owner(zombie_reader, zombie,
+                       co::settings{.batch_size = 4, .owner_epoch = co::epoch{1}});
+  CHECK(old_owner.recover() == co::position{0});  // claims the stream at epoch 1
   CHECK(old_owner.poll_once() == 4);
   CHECK(zombie.load_position() == co::position{4});
 
-  // A rebalance: a new owner claims the stream with a higher epoch and takes over from the
-  // position the old one committed.
+  // A rebalance: the new owner's recovery claims the stream at epoch 2 and resumes at 4.
   guarded_t owner(dir / "db.sqlite", options);
-  owner.begin();
-  CHECK(owner.claim(co::epoch{2}) == co::position{4});
-  owner.commit();
+  auto owner_reader = log.make_reader();
+  pipeline_t new_owner(owner_reader, owner,
+                       co::settings{.batch_size = 4, .owner_epoch = co::epoch{2}});
+  CHECK(new_owner.recover() == co::position{4});
   CHECK(owner.owner_epoch() == co::epoch{2});
   const auto rows_at_takeover = rows_of(owner.database());
 
@@ -187,21 +196,17 @@ TEST_CASE("fencing: a stale owner on the same database file is fenced and writes
   CHECK(rows_of(owner.database()) == rows_at_takeover);
   CHECK(owner.load_position() == co::position{4});
 
-  // Nor can it claim the stream back.
-  zombie.begin();
-  CHECK_THROWS_AS(zombie.claim(co::epoch{1}), co::fenced);
-  zombie.rollback();
+  // Nor can it come back by recovering at its old epoch.
+  CHECK_THROWS_AS(old_owner.recover(), co::fenced);
 
-  // The owner resumes where the position says and finishes the stream.
-  pipeline_t new_owner(log, owner, co::settings{.batch_size = 4});
-  CHECK(new_owner.recover() == co::position{4});
+  // The owner finishes the stream.
   CHECK(new_owner.run() == 16);
   CHECK(owner.load_position() == co::position{20});
   CHECK(owner.applied_watermark() == co::offset{19});
   // Re-claiming at one's own epoch (a restart of the same owner) is allowed.
-  owner.begin();
-  CHECK(owner.claim(co::epoch{2}) == co::position{20});
-  owner.commit();
+  pipeline_t restarted(owner_reader, owner,
+                       co::settings{.batch_size = 4, .owner_epoch = co::epoch{2}});
+  CHECK(restarted.recover() == co::position{20});
 }
 
 TEST_CASE("store_position with an explicit epoch only succeeds for the current owner") {
