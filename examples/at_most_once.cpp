@@ -45,10 +45,12 @@ int main() {
   std::set<long long> applied, lost;
   table.for_each([&](const auto& r) { applied.insert(r.source_offset.value()); });
   for (const auto& r : log.records()) {
-    if (!applied.contains(r.source_offset.value())) lost.insert(r.source_offset.value());
+    if (!applied.contains(r.source_offset.value()))
+      lost.insert(r.source_offset.value());
   }
   std::printf("lost offsets:");
-  for (long long o : lost) std::printf(" %lld", o);
+  for (long long o : lost)
+    std::printf(" %lld", o);
   std::printf("  -- no error, no retry, no dead letter: only a reconciliation finds them\n");
   return lost == std::set<long long>{4, 5, 6, 7} && position.load() == co::position{12} ? 0 : 1;
 }

@@ -40,11 +40,11 @@ struct concurrent_tx_sink {
   void store_position(co::position) {}
   std::optional<co::position> load_position() const { return std::nullopt; }
 };
-static_assert(std::is_same_v<co::verdict_of_t<co::combination<
-                                 order_log, concurrent_tx_sink, co::TransactionalPosition<>,
-                                 co::no_position_store, order_key, co::identity_transform,
-                                 co::stop, co::no_dead_letters, executor>>,
-                             co::rules::executor_splits_transaction>);
+static_assert(std::is_same_v<
+              co::verdict_of_t<co::combination<
+                  order_log, concurrent_tx_sink, co::TransactionalPosition<>, co::no_position_store,
+                  order_key, co::identity_transform, co::stop, co::no_dead_letters, executor>>,
+              co::rules::executor_splits_transaction>);
 static_assert(
     std::is_same_v<co::verdict_of_t<co::combination<
                        order_log, co::memory::synchronized<upsert_table>, co::AtLeastOnce<>, store,
