@@ -50,7 +50,7 @@ struct rejected_pipeline {
   template <class... Args>
   explicit rejected_pipeline(Args&&...) {}
   position recover() { return position{}; }
-  COMMIT_ORDER_INLINE std::size_t poll_once() { return 0; }
+  std::size_t poll_once() { return 0; }
   std::size_t run() { return 0; }
   [[nodiscard]] position read_position() const { return position{}; }
   [[nodiscard]] position committed_position() const { return position{}; }
@@ -169,7 +169,7 @@ class pipeline_impl {
   /// One Poll, then the rest of the policy's steps over each unit of work in the batch (the
   /// batch, or its splits). Returns the number of records handled; 0 when there was nothing new.
   /// After any exception the next call recovers from the durable position first.
-  COMMIT_ORDER_INLINE std::size_t poll_once() {
+  std::size_t poll_once() {
     if (!recovered_)
       recover();
     try {
