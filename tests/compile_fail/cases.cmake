@@ -66,3 +66,9 @@ compile_fail_case(s10_not_dead_letters S10
   "commit_order: the dead-letter sink does not model commit_order::dead_letter_sink")
 compile_fail_case(unknown_option option
   "commit_order: unknown pipeline option")
+
+# The same rules on real storage: the SQLite sink's plain append mode.
+compile_fail_case(sqlite_append_at_least_once R3
+  "commit_order R3: this policy replays after a crash")
+compile_fail_case(sqlite_append_transactional R5
+  "commit_order R5: TransactionalPosition needs an OffsetGuarded sink")

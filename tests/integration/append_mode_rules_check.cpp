@@ -1,6 +1,6 @@
 // Build-only evidence (no doctest; building is passing) that the plain-append SQLite sink is
-// kept out of every policy that replays or folds the position into the sink. The regex-matched
-// compile-fail versions of these cases belong in tests/compile_fail/.
+// kept out of every policy that replays or folds the position into the sink, as verdict types.
+// The regex-matched diagnostics of the same misuses are tests/compile_fail/cases/sqlite_*.cpp.
 #include <commit_order/adapters/file.hpp>
 #include <commit_order/adapters/memory.hpp>
 #include <commit_order/adapters/sqlite.hpp>
