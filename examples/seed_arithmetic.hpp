@@ -413,7 +413,11 @@ class lane {
     std::int64_t committed_at_start = base;
     auto start = [&](time_point at) {
       virtual_clock::current = at;
-      p.emplace(make(src, table, st));
+      // In place: a pipeline need not be movable.
+      if constexpr (uses_store)
+        p.emplace(src, table, st, settings());
+      else
+        p.emplace(src, table, settings());
       p->faults().row_cost = h_;
       committed_at_start = p->recover().value();
       recovered_at = at;
