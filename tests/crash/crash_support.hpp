@@ -4,6 +4,7 @@
 // from the pipeline — what a crash at a given point must leave behind.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "support/orders.hpp"

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "crash/crash_support.hpp"

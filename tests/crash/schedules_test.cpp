@@ -11,15 +11,19 @@
 //   COMMIT_ORDER_CRASH_SEED=S         run the single schedule with seed S (printed on failure)
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <random>
-#include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "crash/crash_support.hpp"
