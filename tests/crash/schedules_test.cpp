@@ -52,10 +52,6 @@ std::optional<std::uint64_t> env_number(const char* name) {
 
 using letters = co::memory::dead_letters<account_event>;
 
-// KNOWN BUG (known_bugs_test.cpp, bug 1): under a transactional unit the retry budget is shared
-// by every record of the unit, so a record may be dead-lettered after a single failure. Set to
-// false once the library retries per record there too.
-constexpr bool unit_shares_retry_budget = true;
 using all_handlings = type_list<co::stop, co::retry<2>, co::dead_letter<1>>;
 
 template <class H>
@@ -260,9 +256,7 @@ void run_schedule(std::mt19937_64& rng, totals& t) {
   for (const auto& l : dl.letters()) {
     lettered[static_cast<std::size_t>(l.source_offset.value())] = true;
     // retry<N> / dead_letter<N> give each failed record N more attempts before giving up on it.
-    const int attempts = (co::policy_facts_v<Policy>.uses_transaction && unit_shares_retry_budget)
-                             ? 1
-                             : static_cast<int>(Handling::retries) + 1;
+    const int attempts = static_cast<int>(Handling::retries) + 1;
     auto it = failures_at_start.find(l.source_offset);
     if (it == failures_at_start.end() || it->second < attempts)
       fail("dead-lettered offset " + std::to_string(l.source_offset.value()) +

@@ -286,7 +286,9 @@ class pipeline_impl {
     std::size_t unit_index = 0;
     if constexpr (faults_enabled)
       unit_index = units_started_++;
-    std::size_t retries_used = 0;
+    // Each failed record gets its own retries, however many re-runs of the unit it takes
+    // (only touched on the failure path).
+    std::vector<std::pair<offset, std::size_t>> retries_used;
     if constexpr (Handling::dead_letters && tx_unit)
       skipped_.clear();
     for (;;) {
@@ -301,9 +303,12 @@ class pipeline_impl {
         const offset bad = *failed_;
         failed_.reset();  // set again by the next record that fails
         if constexpr (tx_unit) {
-          if (retries_used < Handling::retries) {
-            ++retries_used;
-            notify_retry(bad, retries_used);
+          auto used = std::find_if(retries_used.begin(), retries_used.end(),
+                                   [&](const auto& r) { return r.first == bad; });
+          if (used == retries_used.end())
+            used = retries_used.insert(retries_used.end(), {bad, 0});
+          if (used->second < Handling::retries) {
+            notify_retry(bad, ++used->second);
             continue;
           }
           if constexpr (Handling::dead_letters) {
@@ -312,7 +317,6 @@ class pipeline_impl {
                 put_dead_letter(bad, event_of(*it), e.what());
             }
             skipped_.push_back(bad);
-            retries_used = 0;
             continue;  // re-run the unit without the dead-lettered record
           }
         }

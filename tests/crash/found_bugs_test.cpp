@@ -1,6 +1,5 @@
-// Library bugs the crash tests found, each as the smallest test that shows it. A known bug is
-// marked `should_fail`: the test passes while the bug is there and fails once it is fixed, so
-// whoever fixes it removes the decorator (and the workaround named in the comment).
+// Library bugs the crash tests found, each kept as the smallest test that showed it, so it
+// cannot come back.
 #include <doctest/doctest.h>
 
 #include "support/flaky.hpp"
@@ -21,14 +20,12 @@ std::map<co::offset, int> two_transient_failures() {
 }  // namespace
 
 // Bug 1. `retry<N>` promises each failed record N more attempts (options.hpp: "Retry a failed
-// record up to N more times"). Under a transactional unit, pipeline_impl's process_unit keeps one
-// `retries_used` counter for the whole unit: record 2 fails and uses the one retry, then record 5
-// fails on the re-run and finds the budget spent. The pipeline stops although every record would
-// succeed on its own retry. Found by the random schedules (COMMIT_ORDER_CRASH_SEED=
-// 12816162236550860954, which dead-letters offset 32 after a single failure); the schedules test
-// allows for it under TransactionalPosition until it is fixed (`unit_shares_retry_budget`).
-TEST_CASE("KNOWN BUG: TransactionalPosition retry shares one budget across the records of a unit" *
-          doctest::should_fail()) {
+// record up to N more times"). Under a transactional unit, process_unit used to keep one counter
+// for the whole unit: record 2 failed and used the one retry, then record 5 failed on the re-run
+// and found the budget spent, so the pipeline stopped although every record would have succeeded
+// on its own retry. Found by the random schedules (COMMIT_ORDER_CRASH_SEED=12816162236550860954
+// dead-lettered offset 32 after a single failure). Fixed: a retry count per failed offset.
+TEST_CASE("fixed: TransactionalPosition retry gives every failed record its own retries") {
   order_log log = ten();
   guarded_tx_table table;
   flaky_sink<guarded_tx_table> sink{&table, two_transient_failures()};
@@ -41,8 +38,7 @@ TEST_CASE("KNOWN BUG: TransactionalPosition retry shares one budget across the r
 
 // The same bug under dead_letter<1>: a record that failed once is diverted to the dead letters
 // instead of being retried, although its retry would have succeeded.
-TEST_CASE("KNOWN BUG: TransactionalPosition dead_letter diverts a record after a single failure" *
-          doctest::should_fail()) {
+TEST_CASE("fixed: TransactionalPosition dead_letter retries a record before diverting it") {
   order_log log = ten();
   guarded_tx_table table;
   letters dl;
