@@ -19,7 +19,7 @@ class error : public std::runtime_error {
 class position_lost final : public error {
  public:
   position_lost(position stored, position earliest)
-      : error("commit_order: position lost: the stored position is " +
+      : error("commit_order: position lost: the position to resume from is " +
               std::to_string(stored.value()) + " but the source's earliest retained record is " +
               std::to_string(earliest.value()) + "; records [" + std::to_string(stored.value()) +
               ", " + std::to_string(earliest.value()) +

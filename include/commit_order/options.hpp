@@ -127,6 +127,10 @@ struct settings final {
   std::chrono::milliseconds auto_commit_interval{5000};
   /// The owner epoch this consumer claims on a fencing sink (e.g. a consumer group generation).
   epoch owner_epoch{0};
+  /// Where a consumer with no stored position starts; unset: the earliest retained record.
+  /// Set it (e.g. to position{0}) when the whole stream must be consumed: a consumer that died
+  /// before its first commit while retention ran then gets `position_lost`, not a later start.
+  std::optional<position> initial_position{};
   /// With an executor: the most records in flight at once (back-pressure on the poll).
   std::size_t max_in_flight = 4096;
 };

@@ -24,6 +24,28 @@ TEST_CASE("a fresh consumer starts at the earliest retained record") {
   CHECK(table.load_position() == co::position{10});
 }
 
+TEST_CASE("with an initial position, a consumer with nothing stored cannot start late") {
+  // The consumer died before its first commit, and retention ran while it was down. Without
+  // an initial position nothing says records 0..3 were ever due; with one, the gap is an error.
+  order_log log = make_log(10, 10);
+  log.truncate_before(co::position{4});
+  guarded_table table;
+  store st;
+  alo_pipeline p(log, table, st, co::settings{.initial_position = co::position{0}});
+  try {
+    p.recover();
+    FAIL("starting after the initial position must not be silent");
+  } catch (const co::position_lost& e) {
+    CHECK(e.stored() == co::position{0});
+    CHECK(e.earliest() == co::position{4});
+  }
+  // Within retention, it is simply where the consumer starts.
+  order_log fresh = make_log(10, 10);
+  alo_pipeline q(fresh, table, st, co::settings{.initial_position = co::position{6}});
+  CHECK(q.recover() == co::position{6});
+  CHECK(q.run() == 4);
+}
+
 TEST_CASE("a stored position below earliest() is position_lost, naming both offsets") {
   order_log log = make_log(100, 10);
   guarded_table table;

@@ -136,7 +136,8 @@ class pipeline_impl {
 
   /// Loads the stored position — from the sink, inside a transaction, under a policy that keeps
   /// it there; from the position store otherwise — checks it against what the source retains,
-  /// and seeks there. A consumer with no stored position starts at the earliest retained record.
+  /// and seeks there. A consumer with no stored position starts at `settings::initial_position`,
+  /// or at the earliest retained record when that is unset.
   /// Throws `position_lost`, `position_beyond_end`, `invariant_violation` or `fenced`.
   position recover() {
     std::optional<position> stored;
@@ -147,7 +148,7 @@ class pipeline_impl {
     }
     const position earliest = source_->earliest();
     const position end = source_->end();
-    const position start = stored.value_or(earliest);
+    const position start = stored.value_or(settings_.initial_position.value_or(earliest));
     // Reading on from `earliest` instead would silently skip everything in between.
     if (start < earliest)
       throw position_lost(start, earliest);
