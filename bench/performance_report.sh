@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates docs/performance.md: the wall-clock ratio table (medians of repetitions, all
 # variants interleaved in one run) and callgrind instructions per record.
-#   cmake --preset bench && cmake --build --preset bench && bench/performance_report.sh
+#   cmake --preset bench && cmake --build --preset bench &&
+#   cmake --preset bench-clang && cmake --build --preset bench-clang && bench/performance_report.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bench=build/bench/bench/overhead_bench
@@ -12,6 +13,9 @@ wall=$("$bench" --benchmark_repetitions="$reps" --benchmark_min_time=0.2 \
   --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
   --benchmark_color=false 2>/dev/null | sed -n '/^case (median ns\/record)/,$p')
 instr=$(bench/callgrind_report.sh "$bench")
+clang_bench=build/bench-clang/bench/overhead_bench
+[[ -x $clang_bench ]] || { echo "performance_report: build the bench-clang preset too" >&2; exit 1; }
+instr_clang=$(bench/callgrind_report.sh "$clang_bench")
 machine="$(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1)"
 compiler=$(g++ --version | head -n1)
 
@@ -48,6 +52,32 @@ Marginal instructions per record: each variant runs over 8,192 and 24,576 record
 difference is divided by 16,384, which removes the set-up both runs share. Repeatable to the
 instruction on the same binary.
 
+g++ 12:
+
 ${instr}
+
+clang++ 14, same sources:
+
+${instr_clang}
+
+## Reading the figures
+
+- **Batch 64 and 512, AtLeastOnce and TransactionalPosition** (map-backed sinks): with g++ 12
+  the pipeline executes the same instructions per record as its hand-written twin, within a
+  fraction of a percent, and the wall-clock ratios sit at 1.00 within noise; with clang++ 14
+  it executes fewer than the twin (the compilers inline the sink's upsert differently into the
+  two loops: a sign of how much of any difference is code generation, not work).
+- **AtMostOnce** writes to an append table whose write is a single \`push_back\` (about 2 ns).
+  With g++ 12 the pipeline's write loop spends about 5 more instructions per record than the
+  twin: the loop keeps its iterator alive for the exception handler that names a failed
+  record (\`record_failed\` carries its offset), and g++ spills the row around the inlined
+  \`push_back\` to do so. With clang++ 14 the same source gives the pipeline *fewer*
+  instructions than the twin. The difference is the compilers' register allocation around a
+  landing pad, not work the pipeline does; on a sink that does real I/O it is not measurable.
+  A variant that records progress in memory instead of in a handler costs one store per
+  record on every sink (about +1.5% instructions): this tree keeps the handler.
+- **Batch 1** pays the per-batch bookkeeping (recovery check, progress, the split decision,
+  the sink's run-time transaction limit): 17–27 instructions per batch with g++ 12 over the
+  twin, which also honours the sink's limit.
 DOC
 echo "wrote docs/performance.md"
