@@ -191,6 +191,10 @@ struct with_default_durability<capabilities<Tags...>, Level> {
 template <class Caps, durability_level Level>
 using with_default_durability_t = typename detail::with_default_durability<Caps, Level>::type;
 
+/// The durability T declares, or `Default` when it declares none.
+template <class T, durability_level Default>
+using declared_durability_t = typename decltype(detail::durability_of<T, Default>())::type;
+
 /// The static maximum transaction size, or 0 when the sink declares none.
 template <class Sink>
 inline constexpr std::size_t max_transaction_rows_v = [] {

@@ -1,5 +1,6 @@
 // commit_order/commit_order.hpp — the umbrella header: the vocabulary, the rules, the loop.
-// Adapters are included separately (commit_order/adapters/<name>.hpp).
+// Adapters are included separately (commit_order/adapters/<name>.hpp), as is the thread pool
+// (commit_order/thread_pool.hpp), so that no translation unit pays for <thread> unasked.
 #pragma once
 
 #include "commit_order/capabilities.hpp"
@@ -18,4 +19,3 @@
 #include "commit_order/record.hpp"
 #include "commit_order/rules.hpp"
 #include "commit_order/steps.hpp"
-#include "commit_order/thread_pool.hpp"

@@ -6,8 +6,10 @@
 
 #include <concepts>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <ranges>
+#include <utility>
 
 #include "commit_order/offset.hpp"
 #include "commit_order/record.hpp"
@@ -19,12 +21,13 @@ template <class S>
 using batch_t = decltype(std::declval<S&>().poll(std::size_t{}));
 
 /// Reads batches from a position. `seek` moves the read position; `poll(n)` returns up to n
-/// records from there as a sized forward range; `earliest()` is the position of the first
-/// retained record and `end()` the position just past the last one.
+/// records from there as a sized random-access range (the loop splits batches into units);
+/// `earliest()` is the position of the first retained record and `end()` the position just past the
+/// last one.
 template <class S>
 concept source = requires(S& s, const S& cs, position p, std::size_t n) {
   s.seek(p);
-  { s.poll(n) } -> std::ranges::forward_range;
+  { s.poll(n) } -> std::ranges::random_access_range;
   { cs.earliest() } -> std::same_as<position>;
   { cs.end() } -> std::same_as<position>;
 }
@@ -101,6 +104,12 @@ concept position_store = requires(S& s, position p) {
 template <class D, class Event>
 concept dead_letter_sink = requires(D& d, offset o, const Event& e, const char* reason) {
   d.put(o, e, reason);
+};
+
+/// Runs tasks handed to it, on threads of its own: `execute(std::function<void()>)`.
+template <class E>
+concept executor = requires(E& e, std::function<void()> task) {
+  e.execute(std::move(task));
 };
 
 /// The marker for "no separate position store" (TransactionalPosition keeps it in the sink).

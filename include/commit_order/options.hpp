@@ -158,6 +158,20 @@ inline constexpr bool is_known_option =
     is_option<with_transform, T>::value || is_option<with_observer, T>::value ||
     is_option<with_faults, T>::value || is_option<with_error_handling, T>::value ||
     is_option<with_dead_letters, T>::value || is_option<with_executor, T>::value;
+
+template <template <class> class Option, class... Options>
+inline constexpr std::size_t option_count = (std::size_t{is_option<Option, Options>::value} + ... +
+                                             0);
+
+// Every option given is known, and none is given twice (the second would be ignored).
+template <class... Options>
+inline constexpr bool options_well_formed =
+    (is_known_option<Options> && ...) && option_count<with_store, Options...> <= 1 &&
+    option_count<with_clock, Options...> <= 1 && option_count<with_transform, Options...> <= 1 &&
+    option_count<with_observer, Options...> <= 1 && option_count<with_faults, Options...> <= 1 &&
+    option_count<with_error_handling, Options...> <= 1 &&
+    option_count<with_dead_letters, Options...> <= 1 &&
+    option_count<with_executor, Options...> <= 1;
 }  // namespace detail
 
 }  // namespace commit_order

@@ -24,9 +24,10 @@
 #include "commit_order/policy.hpp"
 #include "commit_order/rules.hpp"
 
-#define COMMIT_ORDER_MESSAGE_UNKNOWN_OPTION                                                       \
-  "commit_order: unknown pipeline option -- options are with_store, with_clock, with_transform, " \
-  "with_observer, with_faults, with_error_handling and with_dead_letters"
+#define COMMIT_ORDER_MESSAGE_UNKNOWN_OPTION                                                 \
+  "commit_order: unknown or repeated pipeline option -- each of with_store, with_clock, "   \
+  "with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and " \
+  "with_executor may be given once"
 
 namespace commit_order {
 
@@ -43,7 +44,7 @@ struct pipeline_parts {
   using dead_letters = typename find_option<with_dead_letters, no_dead_letters, Options...>::type;
   using executor = typename find_option<with_executor, no_executor, Options...>::type;
 
-  static constexpr bool options_known = (is_known_option<Options> && ...);
+  static constexpr bool options_known = options_well_formed<Options...>;
   using combination = commit_order::combination<Source, Sink, Policy, store, sink_key_t<Sink>,
                                                 transform, error_handling, dead_letters, executor>;
   using verdict = std::conditional_t<options_known, verdict_of_t<combination>, rules::legal>;
@@ -81,6 +82,10 @@ class pipeline final : public detail::pipeline_parts<Source, Sink, Policy, Optio
                 COMMIT_ORDER_MESSAGE_BAD_HANDLING);
   static_assert(!std::is_same_v<verdict, rules::not_dead_letters>,
                 COMMIT_ORDER_MESSAGE_NOT_DEAD_LETTERS);
+  static_assert(!std::is_same_v<verdict, rules::not_an_executor>,
+                COMMIT_ORDER_MESSAGE_NOT_AN_EXECUTOR);
+  static_assert(!std::is_same_v<verdict, rules::unused_dead_letters>,
+                COMMIT_ORDER_MESSAGE_UNUSED_DEAD_LETTERS);
   static_assert(!std::is_same_v<verdict, rules::side_effects_need_outbox>, COMMIT_ORDER_MESSAGE_R7);
   static_assert(!std::is_same_v<verdict, rules::key_must_derive_from_event>,
                 COMMIT_ORDER_MESSAGE_R8);
@@ -107,6 +112,8 @@ class pipeline final : public detail::pipeline_parts<Source, Sink, Policy, Optio
                 COMMIT_ORDER_MESSAGE_R14);
   static_assert(!std::is_same_v<verdict, rules::out_of_order_needs_offset_guard>,
                 COMMIT_ORDER_MESSAGE_R15);
+  static_assert(!std::is_same_v<verdict, rules::retry_needs_idempotent_sink>,
+                COMMIT_ORDER_MESSAGE_R16);
 
   using base = typename parts::base;
 

@@ -42,6 +42,9 @@
 #define COMMIT_ORDER_MESSAGE_R9 "commit_order R9: the position store is less durable than the sink it vouches for -- use a store declared at least as durable as the sink"
 #define COMMIT_ORDER_MESSAGE_R10 "commit_order R10: this policy commits its position to a position store and none was given -- pass one with with_store<Store>"
 #define COMMIT_ORDER_MESSAGE_R11 "commit_order R11: dead_letter error handling needs somewhere to put the records it gives up on -- pass with_dead_letters<Sink>"
+#define COMMIT_ORDER_MESSAGE_R16 "commit_order R16: retrying a write outside a transaction can apply it twice (it may have landed before it failed) and this sink would keep both -- make it Idempotent or DuplicatesHarmless, or use stop"
+#define COMMIT_ORDER_MESSAGE_NOT_AN_EXECUTOR "commit_order: the executor does not model commit_order::executor, or the events cannot be copied to it -- it needs execute(std::function<void()>)"
+#define COMMIT_ORDER_MESSAGE_UNUSED_DEAD_LETTERS "commit_order: a dead-letter sink is given but the error handling never uses it -- use dead_letter<N>, or drop with_dead_letters"
 #define COMMIT_ORDER_MESSAGE_R13 "commit_order R13: writes handed to an executor run on several threads and the sink does not declare Concurrent -- make apply thread-safe and declare it, or drop with_executor"
 #define COMMIT_ORDER_MESSAGE_R14 "commit_order R14: a sink transaction belongs to one thread and cannot span writes handed to an executor -- use AtLeastOnce with a tracker, or write on the pipeline's thread"
 #define COMMIT_ORDER_MESSAGE_R15 "commit_order R15: writes handed to an executor land out of order and this keyed sink has no offset guard -- an older record would overwrite a newer one; declare OffsetGuarded"
@@ -181,6 +184,27 @@ struct not_dead_letters final {
                         event_t<source_record_t<typename C::source_type>>>;
 };
 
+struct not_an_executor final {
+  static constexpr std::string_view id = "S11";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_NOT_AN_EXECUTOR;
+  static constexpr std::string_view prevents = "handing writes to something that cannot run them";
+  template <class C>
+  static constexpr bool violated =
+      !std::is_same_v<typename C::executor_type, no_executor> &&
+      (!executor<typename C::executor_type> ||
+       !std::copy_constructible<event_t<source_record_t<typename C::source_type>>>);
+};
+
+struct unused_dead_letters final {
+  static constexpr std::string_view id = "S12";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_UNUSED_DEAD_LETTERS;
+  static constexpr std::string_view prevents = "a dead-letter sink that silently never receives";
+  template <class C>
+  static constexpr bool violated =
+      !std::is_same_v<typename C::dead_letters_type, no_dead_letters> &&
+      !C::error_handling_type::dead_letters;
+};
+
 // ---- the legality rules --------------------------------------------------------------------
 
 /// R0 — the step order must be one the derivation can judge.
@@ -201,7 +225,7 @@ struct auto_commit_needs_idempotent_sink final {
   static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R1;
   static constexpr std::string_view prevents = "duplicates and gaps at once";
   template <class C>
-  static constexpr bool violated = std::is_same_v<typename C::policy_type::trigger, AutoCommit> &&
+  static constexpr bool violated = policy_facts_v<typename C::policy_type>.position_on_timer &&
                                    !has_capability_v<typename C::sink_type, Idempotent>;
 };
 
@@ -317,9 +341,10 @@ struct dead_letters_less_durable final {
   static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R12;
   static constexpr std::string_view prevents = "a dead letter that dies with the process";
   template <class C>
-  static constexpr bool violated = C::error_handling_type::dead_letters&&
-                                       store_durability_t<typename C::dead_letters_type>::rank <
-                                   sink_durability_t<typename C::sink_type>::rank;
+  static constexpr bool violated =
+      C::error_handling_type::dead_letters&&
+          declared_durability_t<typename C::dead_letters_type, Volatile>::rank <
+      sink_durability_t<typename C::sink_type>::rank;
 };
 
 /// R13 — an executor calls the sink from several threads.
@@ -354,6 +379,18 @@ struct out_of_order_needs_offset_guard final {
                                    !has_capability_v<typename C::sink_type, OffsetGuarded>;
 };
 
+/// R16 — a retried write that had landed before it failed is applied twice.
+struct retry_needs_idempotent_sink final {
+  static constexpr std::string_view id = "R16";
+  static constexpr std::string_view message = COMMIT_ORDER_MESSAGE_R16;
+  static constexpr std::string_view prevents = "a duplicate made by the retry itself";
+  template <class C>
+  static constexpr bool violated = C::error_handling_type::retries > 0 &&
+                                   !policy_facts_v<typename C::policy_type>.uses_transaction &&
+                                   !has_capability_v<typename C::sink_type, Idempotent> &&
+                                   !has_capability_v<typename C::sink_type, DuplicatesHarmless>;
+};
+
 /// The order in which rules are checked: shape first, then the most fundamental problem
 /// (a sink no ordering can save, a key that defeats idempotency) before finer ones.
 template <class... Rules>
@@ -362,13 +399,14 @@ struct rule_list final {};
 using all_rules =
     rule_list<not_a_policy, malformed_step_order, not_a_source, not_a_sink, bad_transform,
               row_mismatch, undeclared_capabilities, transactional_shape, not_a_position_store,
-              bad_error_handling, not_dead_letters, side_effects_need_outbox,
-              key_must_derive_from_event, auto_commit_makes_order_lossy,
+              bad_error_handling, not_dead_letters, not_an_executor, unused_dead_letters,
+              side_effects_need_outbox, key_must_derive_from_event, auto_commit_makes_order_lossy,
               auto_commit_needs_idempotent_sink, replay_needs_idempotent_sink,
               position_needs_transactional_sink, transactional_position_needs_offset_guard,
               ledger_must_not_lose, store_less_durable_than_sink, position_store_missing,
               dead_letters_missing, dead_letters_less_durable, executor_needs_concurrent_sink,
-              executor_splits_transaction, out_of_order_needs_offset_guard>;
+              executor_splits_transaction, out_of_order_needs_offset_guard,
+              retry_needs_idempotent_sink>;
 
 namespace detail {
 // Each predicate is only instantiated once every rule before it has passed.

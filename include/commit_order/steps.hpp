@@ -69,6 +69,7 @@ struct step_order_facts final {
   bool position_in_sink = false;        ///< the position lives in the sink's transaction
   bool uses_position_store = false;     ///< the position lives in a separate store
   bool uses_transaction = false;
+  bool write_with_position = false;  ///< write and position commit in one transaction
 
   /// A crash can leave the position past a record whose write is not durable.
   [[nodiscard]] constexpr bool may_lose() const {
@@ -93,7 +94,7 @@ constexpr step_order_facts analyse(const std::array<step_kind, N>& k) {
     return fail("the first step must be Poll");
 
   std::size_t polls = 0, writes = 0, positions = 0, begins = 0, commits = 0;
-  std::size_t write_at = 0, position_at = 0, begin_at = 0, commit_at = 0;
+  std::size_t write_at = 0, position_at = 0, commit_at = 0;
   bool in_tx = false, write_in_tx = false, position_in_tx = false;
   for (std::size_t i = 0; i < N; ++i) {
     switch (k[i]) {
@@ -122,7 +123,6 @@ constexpr step_order_facts analyse(const std::array<step_kind, N>& k) {
           return fail("transactions do not nest: Begin inside Begin");
         ++begins;
         in_tx = true;
-        begin_at = i;
         break;
       case step_kind::commit:
         if (!in_tx)
@@ -144,8 +144,6 @@ constexpr step_order_facts analyse(const std::array<step_kind, N>& k) {
     return fail("a Begin without its Commit");
   if (begins > 1)
     return fail("at most one sink transaction per unit of work");
-  if (begins == 1 && commit_at < begin_at)
-    return fail("Commit before Begin");
 
   f.well_formed = true;
   f.uses_transaction = begins == 1;
@@ -155,6 +153,7 @@ constexpr step_order_facts analyse(const std::array<step_kind, N>& k) {
   // Inside a transaction nothing is durable until its Commit step.
   f.write_durable_at = write_in_tx ? commit_at : write_at;
   f.position_durable_at = position_in_tx ? commit_at : position_at;
+  f.write_with_position = write_in_tx && position_in_tx;
   return f;
 }
 }  // namespace detail

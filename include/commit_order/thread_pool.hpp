@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <stop_token>
 #include <thread>
 #include <utility>
@@ -17,6 +18,8 @@ namespace commit_order {
 class thread_pool final {
  public:
   explicit thread_pool(std::size_t threads) {
+    if (threads == 0)
+      throw std::invalid_argument("commit_order::thread_pool: needs at least one thread");
     workers_.reserve(threads);
     for (std::size_t i = 0; i < threads; ++i) {
       workers_.emplace_back([this](std::stop_token stop) { work(stop); });

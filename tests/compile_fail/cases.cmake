@@ -44,6 +44,8 @@ compile_fail_case(r14_executor_splits_transaction R14
   "commit_order R14: a sink transaction belongs to one thread")
 compile_fail_case(r15_out_of_order_needs_offset_guard R15
   "commit_order R15: writes handed to an executor land out of order")
+compile_fail_case(r16_retry_needs_idempotent_sink R16
+  "commit_order R16: retrying a write outside a transaction can apply it twice")
 compile_fail_case(s1_not_a_policy S1
   "commit_order: Policy is not a policy")
 compile_fail_case(s2_not_a_source S2
@@ -64,8 +66,14 @@ compile_fail_case(s9_bad_error_handling S9
   "commit_order: unknown error handling")
 compile_fail_case(s10_not_dead_letters S10
   "commit_order: the dead-letter sink does not model commit_order::dead_letter_sink")
+compile_fail_case(s11_not_an_executor S11
+  "commit_order: the executor does not model commit_order::executor")
+compile_fail_case(s12_unused_dead_letters S12
+  "commit_order: a dead-letter sink is given but the error handling never uses it")
+compile_fail_case(repeated_option option
+  "commit_order: unknown or repeated pipeline option")
 compile_fail_case(unknown_option option
-  "commit_order: unknown pipeline option")
+  "commit_order: unknown or repeated pipeline option")
 
 # The same rules on real storage: the SQLite sink's plain append mode.
 compile_fail_case(sqlite_append_at_least_once R3

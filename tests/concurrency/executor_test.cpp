@@ -3,7 +3,9 @@
 // The testing kit's manual executor makes every completion order reproducible.
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "support/flaky.hpp"
@@ -178,4 +180,34 @@ TEST_CASE("back-pressure: no more than max_in_flight writes are outstanding") {
   CHECK(p.run() == 0);
   CHECK(table.inner().size() == 20);
   CHECK(st.load() == co::position{20});
+}
+
+namespace {
+// Drops every task it is given: what an executor shutting down, or a full queue that discards,
+// does to a pipeline's writes.
+struct dropping_executor {
+  std::size_t dropped = 0;
+  void execute(std::function<void()>) { ++dropped; }
+};
+}  // namespace
+
+TEST_CASE("a write the executor drops is reported, never silently left behind") {
+  order_log log = make_log(6, 6);
+  concurrent_table table;
+  store st;
+  dropping_executor ex;
+  co::pipeline<order_log, concurrent_table, co::AtLeastOnce<>, co::with_store<store>,
+               co::with_executor<dropping_executor>>
+      p(log, table, st, ex, co::settings{.batch_size = 6});
+  try {
+    p.run();
+    FAIL("a dropped write must surface");
+  } catch (const co::record_failed& e) {
+    CHECK(e.failed() == co::offset{0});
+    CHECK(e.committed() == co::position{0});
+    CHECK(std::string(e.what()).find("the executor dropped the write of offset 0") !=
+          std::string::npos);
+  }
+  CHECK(ex.dropped == 6);
+  CHECK_FALSE(st.load().has_value());
 }

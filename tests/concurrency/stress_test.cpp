@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <commit_order/thread_pool.hpp>
+
 #include "support/orders.hpp"
 
 namespace co = commit_order;

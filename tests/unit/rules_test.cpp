@@ -163,9 +163,35 @@ bool messages_are_one_line(r::rule_list<Rules...>) {
 }  // namespace
 
 TEST_CASE("every rule has a distinct id and a one-line message with a fix") {
-  CHECK(ids(r::all_rules{}).size() == 26);
+  CHECK(ids(r::all_rules{}).size() == 29);
   CHECK(every_message_names_its_rule(r::all_rules{}));
   CHECK(messages_are_one_line(r::all_rules{}));
   CHECK(
       std::string_view{r::replay_needs_idempotent_sink::message}.starts_with("commit_order R3: "));
 }
+
+// R1 is judged on the executed order, not on the trigger's name: a hand-made order whose
+// position moves on a timer is held to the same rule as AtMostOnce<AutoCommit>.
+struct TimerByHand final {
+  using trigger = co::EveryBatch;
+  using steps = co::step_list<co::Poll, co::Write, co::TimedCommitPosition>;
+};
+static_assert(std::is_same_v<verdict<order_table<co::DuplicatesHarmless>, TimerByHand, store>,
+                             r::auto_commit_needs_idempotent_sink>);
+static_assert(std::is_same_v<co::guarantee_t<TimerByHand>, co::MayLoseAndDuplicate>);
+
+// R16: retrying outside a transaction needs a sink that absorbs a second application; inside
+// a transaction the retry re-runs a rolled-back unit, and is safe on any transactional sink.
+static_assert(std::is_same_v<
+              co::verdict_of_t<co::combination<order_log, append_table, co::AtMostOnce<>, store,
+                                               co::no_key, co::identity_transform, co::retry<2>>>,
+              r::retry_needs_idempotent_sink>);
+static_assert(std::is_same_v<
+              co::verdict_of_t<co::combination<order_log, upsert_table, co::AtMostOnce<>, store,
+                                               order_key, co::identity_transform, co::retry<2>>>,
+              r::legal>);
+static_assert(
+    std::is_same_v<co::verdict_of_t<co::combination<
+                       order_log, guarded_tx_table, co::TransactionalPosition<>,
+                       co::no_position_store, order_key, co::identity_transform, co::retry<2>>>,
+                   r::legal>);

@@ -74,6 +74,34 @@ TEST_CASE("a crash between splits re-applies at most the split in flight") {
   CHECK(table.size() == 10);
 }
 
+TEST_CASE("an order that writes outside its position's transaction recovers from its own gap") {
+  // poll -> write -> begin -> store position -> commit: MayDuplicate. A crash after the write
+  // leaves rows newer than the stored position; that is this order's declared replay, not the
+  // invariant violation it would be when rows and position share the transaction.
+  struct WriteThenPositionTx final {
+    using trigger = co::EveryBatch;
+    using steps = co::step_list<co::Poll, co::Write, co::Begin, co::StorePosition, co::Commit>;
+  };
+  static_assert(std::is_same_v<co::guarantee_t<WriteThenPositionTx>, co::MayDuplicate>);
+  order_log log = make_log(10, 10);
+  guarded_tx_table table;
+  using pipeline_t =
+      co::pipeline<order_log, guarded_tx_table, WriteThenPositionTx,
+                   co::with_faults<co::crash_at_nth>, co::with_observer<co::counting_observer>>;
+  {
+    pipeline_t p(log, table, co::settings{.batch_size = 5});
+    p.faults().crash_at = 1 + 5;  // after the write of the first unit (0: poll, 1..5: rows)
+    CHECK_THROWS_AS(p.poll_once(), co::injected_crash);
+  }
+  CHECK(table.size() == 5);
+  CHECK_FALSE(table.load_position().has_value());
+  pipeline_t restarted(log, table, co::settings{.batch_size = 5});
+  CHECK(restarted.recover() == co::position{0});
+  CHECK(restarted.run() == 10);
+  CHECK(restarted.observer().replays_absorbed == 5);
+  CHECK(table.load_position() == co::position{10});
+}
+
 // ---- progress is not position ----------------------------------------------------------------
 
 TEST_CASE("progress reports read, committed, applied and end separately") {

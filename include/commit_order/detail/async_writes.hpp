@@ -11,6 +11,8 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -73,13 +75,13 @@ class async_writes final {
     changed_.notify_all();
   }
 
-  /// A task that never ran. Its record stays incomplete, as a write that never happened.
-  void abandoned() {
-    {
-      std::lock_guard lock(mutex_);
-      --outstanding_;
-    }
-    changed_.notify_all();
+  /// A task that never ran (the executor dropped it, or could not take it). Its record stays
+  /// incomplete, and it is reported like a failed write: a position that silently stopped
+  /// moving would be the worst of both directions.
+  void abandoned(offset o, Event event) {
+    failed(o, std::move(event),
+           std::make_exception_ptr(std::runtime_error("the executor dropped the write of offset " +
+                                                      std::to_string(o.value()))));
   }
 
   /// A failed record was written durably elsewhere (dead letters): the position may pass it.
@@ -109,17 +111,23 @@ class async_writes final {
   std::size_t outstanding_ = 0;
 };
 
-/// Marks a task abandoned unless it ran: shared by the copies std::function may make.
+/// One handed-out write: its record, and the report that it was abandoned unless it ran.
+/// Shared by the copies std::function may make of the task.
 template <class Event>
 struct async_ticket final {
   std::shared_ptr<async_writes<Event>> state;
+  offset at;
+  Event event;
   bool ran = false;
-  async_ticket(std::shared_ptr<async_writes<Event>> s) noexcept : state(std::move(s)) {}
+  async_ticket(std::shared_ptr<async_writes<Event>> s, offset o, Event e)
+      : state(std::move(s)), at(o), event(std::move(e)) {
+    state->started(at);  // last: a ticket that failed to construct never counted
+  }
   async_ticket(const async_ticket&) = delete;
   async_ticket& operator=(const async_ticket&) = delete;
   ~async_ticket() {
     if (!ran)
-      state->abandoned();
+      state->abandoned(at, std::move(event));
   }
 };
 

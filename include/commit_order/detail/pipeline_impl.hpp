@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <ranges>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -120,6 +121,7 @@ class pipeline_impl {
     static_assert(!async || (std::is_same_v<std::remove_cvref_t<Extras>, Executor> || ...),
                   "commit_order: pass the executor named by with_executor<> to the constructor");
     (bind(std::forward<Extras>(extras)), ...);
+    validate(settings_);
     configured_limit_ = configured_limit(settings_);
     if constexpr (async)
       async_ = std::make_shared<async_writes<Event>>();
@@ -242,8 +244,10 @@ class pipeline_impl {
       } else {
         stored = sink_->load_position();
       }
-      if constexpr (watermarked_sink<Sink>) {
-        // Rows and position commit together, so no row can be newer than the position.
+      if constexpr (watermarked_sink<Sink> && facts.write_with_position) {
+        // Rows and position commit together, so no row can be newer than the position. (An
+        // order that writes outside the transaction legitimately leaves newer rows behind a
+        // crash: it replays them, and this check does not apply.)
         const std::optional<offset> watermark = sink_->applied_watermark();
         if (watermark && !(stored && stored->covers(*watermark))) {
           throw invariant_violation(stored.value_or(position{0}), *watermark);
@@ -392,9 +396,18 @@ class pipeline_impl {
                 continue;
             }
             apply_one(sink, offset_of(*it), event_of(*it));
-            // A real auto-commit timer fires whenever it likes, mid-write included.
-            if constexpr (auto_commit)
-              tick();
+            if constexpr (auto_commit) {
+              // A real auto-commit timer fires whenever it likes, mid-write included; a
+              // failing timer commit is not the record's failure, so it leaves this handler.
+              timer_exception_ = nullptr;
+              try {
+                tick();
+              } catch (...) {
+                timer_exception_ = std::current_exception();
+              }
+              if (timer_exception_)
+                break;
+            }
             if constexpr (faults_enabled) {
               fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
             }
@@ -402,6 +415,10 @@ class pipeline_impl {
         } catch (const std::exception&) {
           failed_ = offset_of(*it);
           throw;
+        }
+        if constexpr (auto_commit) {
+          if (timer_exception_)
+            std::rethrow_exception(std::exchange(timer_exception_, nullptr));
         }
       }
     } else if constexpr (Step == step_kind::commit_position && tracked_commit) {
@@ -455,21 +472,28 @@ class pipeline_impl {
   template <class E>
   void hand_out(offset o, const E& event) {
     wait_below(settings_.max_in_flight);  // back-pressure: the poll waits for the workers
-    async_->started(o);
-    auto ticket = std::make_shared<async_ticket<Event>>(async_);
-    executor_->execute([ticket, sink = sink_, o, event = Event(event)] {
+    // The ticket registers the record; if the task never runs (the executor drops it, or
+    // cannot take it), the ticket's destructor reports the record as failed.
+    auto ticket = std::make_shared<async_ticket<Event>>(async_, o, Event(event));
+    executor_->execute([ticket, sink = sink_] {
       ticket->ran = true;
+      std::exception_ptr error;
       for (std::size_t attempt = 0;; ++attempt) {
         try {
-          sink->apply(o, Transform{}(event));
-          ticket->state->completed(o);
-          return;
+          sink->apply(ticket->at, Transform{}(ticket->event));
+          error = nullptr;
+          break;
         } catch (...) {
-          if (attempt < Handling::retries)
-            continue;
-          ticket->state->failed(o, event, std::current_exception());
-          return;
+          error = std::current_exception();
+          if (attempt >= Handling::retries)
+            break;
         }
+      }
+      // Reported outside the retry loop: bookkeeping never causes a second write.
+      if (error) {
+        ticket->state->failed(ticket->at, ticket->event, std::move(error));
+      } else {
+        ticket->state->completed(ticket->at);
       }
     });
   }
@@ -533,6 +557,23 @@ class pipeline_impl {
   }
 
   // ---- construction ---------------------------------------------------------------------------
+
+  // Settings that would make the loop hang or silently ignore what was asked are refused.
+  static void validate(const settings& s) {
+    if (s.batch_size == 0)
+      throw std::invalid_argument("commit_order: settings.batch_size must be at least 1");
+    if constexpr (async) {
+      if (s.max_in_flight == 0)
+        throw std::invalid_argument("commit_order: settings.max_in_flight must be at least 1");
+    }
+    if constexpr (!fencing) {
+      if (s.owner_epoch != epoch{0}) {
+        throw std::invalid_argument(
+            "commit_order: settings.owner_epoch is set but this pipeline cannot fence: the sink "
+            "must model fencing_sink and the policy keep its position in the sink");
+      }
+    }
+  }
 
   template <class X>
   void bind(X&& x) {
@@ -660,6 +701,8 @@ class pipeline_impl {
   [[no_unique_address]] observer_type observer_{};
   [[no_unique_address]] faults_type faults_{};
   [[no_unique_address]] std::conditional_t<auto_commit, time_point, nothing> last_auto_commit_{};
+  [[no_unique_address]] std::conditional_t<auto_commit, std::exception_ptr, nothing>
+      timer_exception_{};
   [[no_unique_address]] std::conditional_t<Handling::dead_letters && tx_unit, std::vector<offset>,
                                            nothing>
       skipped_{};
@@ -672,3 +715,5 @@ class pipeline_impl {
 };
 
 }  // namespace commit_order::detail
+
+#undef COMMIT_ORDER_INLINE

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include <commit_order/commit_order.hpp>
+#include <commit_order/thread_pool.hpp>
 
 #include "fixtures.hpp"
 

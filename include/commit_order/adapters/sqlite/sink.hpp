@@ -14,6 +14,10 @@
 // commit(), rows and the stream's position (see position_table.hpp) commit together — or, on
 // rollback(), neither does. The position row carries the owner's epoch (fencing_sink): after
 // claim(e), every position this sink stores is conditional on the row still being owned by e.
+//
+// A data table belongs to one stream partition: its rows carry their source offset but not
+// their partition, so the watermark, the offset guard and recovery's invariant check compare
+// offsets of that one partition. Give each partition its own table.
 #pragma once
 
 #include <chrono>

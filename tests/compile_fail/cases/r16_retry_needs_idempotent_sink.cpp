@@ -1,0 +1,21 @@
+// R16 -- retry<3> into a plain append table, outside any transaction: a write that landed
+// before it reported failure is written again, and the table keeps both. The twin retries
+// into a keyed upsert, which absorbs the second application.
+#include <commit_order/commit_order.hpp>
+
+#include "fixtures.hpp"
+
+using namespace cf;
+
+#ifdef COMMIT_ORDER_COMPILE_FAIL
+using sink_t = append_table;
+#else
+using sink_t = upsert_table;
+#endif
+
+void consume(order_log& log, sink_t& sink, volatile_store& store) {
+  co::pipeline<order_log, sink_t, co::AtMostOnce<>, co::with_store<volatile_store>,
+               co::with_error_handling<co::retry<3>>>
+      p(log, sink, store);
+  p.run();
+}
