@@ -60,7 +60,9 @@ struct with_dead_letters final {
 };
 
 /// Hands each record's write to an executor (`e.execute(std::function<void()>)`), so writes
-/// complete out of order; the position then advances through a completion tracker.
+/// complete out of order; the position then advances through a completion tracker. The
+/// executor must, sooner or later, run or destroy every task it accepts: a task destroyed
+/// unrun is reported as a failed write, and the pipeline waits for the rest before it goes.
 template <class Executor>
 struct with_executor final {
   using type = Executor;
