@@ -291,9 +291,12 @@ class pipeline_impl {
     std::size_t unit_index = 0;
     if constexpr (faults_enabled)
       unit_index = units_started_++;
-    // Each failed record gets its own retries, however many re-runs of the unit it takes
-    // (only touched on the failure path).
-    std::vector<std::pair<offset, std::size_t>> retries_used;
+    // Each failed record gets its own retries, however many re-runs of the unit it takes.
+    // Only a transactional unit that retries needs the count; elsewhere it does not exist.
+    static constexpr bool unit_retries = tx_unit && Handling::retries > 0;
+    [[maybe_unused]] std::conditional_t<unit_retries, std::vector<std::pair<offset, std::size_t>>,
+                                        nothing>
+        retries_used{};
     if constexpr (Handling::dead_letters && tx_unit)
       skipped_.clear();
     for (;;) {
@@ -307,7 +310,7 @@ class pipeline_impl {
           throw;
         const offset bad = *failed_;
         failed_.reset();  // set again by the next record that fails
-        if constexpr (tx_unit) {
+        if constexpr (unit_retries) {
           auto used = std::find_if(retries_used.begin(), retries_used.end(),
                                    [&](const auto& r) { return r.first == bad; });
           if (used == retries_used.end())
@@ -316,6 +319,8 @@ class pipeline_impl {
             notify_retry(bad, ++used->second);
             continue;
           }
+        }
+        if constexpr (tx_unit) {
           if constexpr (Handling::dead_letters) {
             for (It it = first; it != last; ++it) {
               if (offset_of(*it) == bad)
