@@ -86,7 +86,7 @@ ${instr_clang}
   fewer instructions than the "floor". Compare rows within one compiler, and read the
   pipeline/handwritten column as the claim.
 - **Batch 1** pays the per-batch bookkeeping (recovery check, progress, the split decision,
-  the sink's run-time transaction limit): 17–27 instructions per batch with g++ 12 over the
+  the sink's run-time transaction limit): the batch-1 rows above show what it costs over the
   twin, which also honours the sink's limit.
 DOC
 echo "wrote docs/performance.md"
