@@ -14,6 +14,27 @@ class error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A failure of the world, not of the record: the sink, the source or the position store could
+/// not do its job (busy, locked, disk full, an I/O error, a lost connection, a failed rollback).
+/// It is never the record's fault, so no error handling acts on it: it is not retried as the
+/// record's, never dead-lettered, and the position does not move past it. The open unit is
+/// rolled back, the error propagates as it is, and the next poll recovers from the durable
+/// position and redoes the unit. Adapters classify their errors: a record's failure (a
+/// constraint it violates, a value the sink refuses) is any other exception.
+class infrastructure_error : public error {
+ public:
+  using error::error;
+};
+
+/// The sink's rollback failed after a unit of work failed. The sink's state is unknown until it
+/// is reopened; the failure that caused the rollback is nested (std::rethrow_if_nested).
+class rollback_failed : public infrastructure_error {
+ public:
+  explicit rollback_failed(const std::string& why)
+      : infrastructure_error("commit_order: rolling back the sink's transaction failed: " + why +
+                             "; the sink must be reopened before it is used again") {}
+};
+
 /// The stored position points at records the source no longer retains. Reading from the
 /// earliest retained record instead would silently lose everything in between.
 class position_lost final : public error {

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "support/flaky.hpp"
 #include "support/orders.hpp"
 
 namespace co = commit_order;
@@ -109,4 +110,112 @@ TEST_CASE("settings that cannot work are refused at construction") {
   guarded_tx_table tx;
   CHECK_NOTHROW(co::pipeline<order_log, guarded_tx_table, co::TransactionalPosition<>>(
       log, tx, co::settings{.owner_epoch = co::epoch{3}}));
+}
+
+namespace {
+// A sink that fails the n-th apply with a chosen error: the record's (a std::runtime_error, as a
+// refused value) or the world's (an infrastructure_error, as a full disk).
+template <class Inner>
+struct failing_sink : test_support::flaky_sink<Inner> {
+  bool world = true;
+  bool rollback_throws = false;
+  co::write_outcome apply(co::offset o, const order_event& e) {
+    if (this->failures.contains(o) && this->failures[o] != 0) {
+      if (this->failures[o] > 0)
+        --this->failures[o];
+      if (world)
+        throw co::infrastructure_error("disk full");
+      throw std::runtime_error("value refused");
+    }
+    return this->inner->apply(o, e);
+  }
+  void rollback() requires co::transactional_sink<Inner> {
+    this->inner->rollback();
+    if (rollback_throws)
+      throw co::infrastructure_error("connection lost during ROLLBACK");
+  }
+};
+}  // namespace
+
+TEST_CASE("an infrastructure error is never dead-lettered: the position stays below the record") {
+  SUBCASE("AtLeastOnce, per-record dead letters") {
+    order_log log = make_log(6, 6);
+    guarded_table table;
+    failing_sink<guarded_table> sink{{&table}};
+    sink.failures[co::offset{3}] = 1;
+    store st;
+    co::memory::dead_letters<order_event> letters;
+    co::pipeline<order_log, failing_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
+                 co::with_error_handling<co::dead_letter<2>>,
+                 co::with_dead_letters<co::memory::dead_letters<order_event>>>
+        p(log, sink, st, letters);
+    CHECK_THROWS_WITH_AS(p.poll_once(), "disk full", co::infrastructure_error);
+    CHECK(letters.letters().empty());
+    CHECK_FALSE(st.load().has_value());  // nothing vouched for past (or before) the failure
+    // The world recovers: the unit is redone and nothing is missing.
+    CHECK(p.run() == 6);
+    CHECK(table.size() == 6);
+    CHECK(st.load() == co::position{6});
+    CHECK(letters.letters().empty());
+  }
+  SUBCASE("TransactionalPosition, whole-unit dead letters") {
+    order_log log = make_log(6, 6);
+    guarded_tx_table table;
+    failing_sink<guarded_tx_table> sink{{&table}};
+    sink.failures[co::offset{2}] = 1;
+    co::memory::dead_letters<order_event> letters;
+    co::pipeline<order_log, failing_sink<guarded_tx_table>, co::TransactionalPosition<>,
+                 co::with_error_handling<co::dead_letter<2>>,
+                 co::with_dead_letters<co::memory::dead_letters<order_event>>>
+        p(log, sink, letters);
+    CHECK_THROWS_AS(p.poll_once(), co::infrastructure_error);
+    CHECK(letters.letters().empty());
+    CHECK(table.size() == 0);
+    CHECK_FALSE(table.load_position().has_value());
+    CHECK(p.run() == 6);
+    CHECK(table.load_position() == co::position{6});
+  }
+  SUBCASE("the same failure as the record's is dead-lettered (the control)") {
+    order_log log = make_log(6, 6);
+    guarded_table table;
+    failing_sink<guarded_table> sink{{&table}};
+    sink.world = false;
+    sink.failures[co::offset{3}] = -1;
+    store st;
+    co::memory::dead_letters<order_event> letters;
+    co::pipeline<order_log, failing_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
+                 co::with_error_handling<co::dead_letter<2>>,
+                 co::with_dead_letters<co::memory::dead_letters<order_event>>>
+        p(log, sink, st, letters);
+    CHECK(p.run() == 6);
+    REQUIRE(letters.letters().size() == 1);
+    CHECK(letters.letters().front().source_offset == co::offset{3});
+  }
+}
+
+TEST_CASE("a rollback that throws is the sink's failure, not the record's") {
+  order_log log = make_log(4, 4);
+  guarded_tx_table table;
+  failing_sink<guarded_tx_table> sink{{&table}};
+  sink.world = false;  // the record's own failure starts it...
+  sink.failures[co::offset{1}] = 1;
+  sink.rollback_throws = true;  // ...and the rollback fails too
+  co::pipeline<order_log, failing_sink<guarded_tx_table>, co::TransactionalPosition<>,
+               co::with_observer<co::counting_observer>>
+      p(log, sink);
+  bool nested_original = false;
+  try {
+    p.poll_once();
+    FAIL("the pipeline did not report the failed rollback");
+  } catch (const co::rollback_failed& e) {
+    CHECK(std::string(e.what()).find("connection lost during ROLLBACK") != std::string::npos);
+    try {
+      std::rethrow_if_nested(e);
+    } catch (const std::runtime_error& original) {
+      nested_original = std::string(original.what()) == "value refused";
+    }
+  }
+  CHECK(nested_original);
+  CHECK(p.observer().records_failed == 0);  // no record was blamed
+  CHECK_FALSE(table.load_position().has_value());
 }

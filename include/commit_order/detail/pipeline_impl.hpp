@@ -256,7 +256,7 @@ class pipeline_impl {
       sink_->commit();
       return stored;
     } catch (...) {
-      sink_->rollback();
+      roll_back_after_failure();
       throw;
     }
   }
@@ -363,7 +363,7 @@ class pipeline_impl {
         // database itself would discard it when a process dies).
         if (tx_open_) {
           tx_open_ = false;
-          sink_->rollback();
+          roll_back_after_failure();
         }
         throw;
       }
@@ -417,6 +417,8 @@ class pipeline_impl {
               fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
             }
           }
+        } catch (const infrastructure_error&) {
+          throw;  // the world's failure, not the record's: no handling blames the record
         } catch (const std::exception&) {
           failed_ = offset_of(*it);
           throw;
@@ -456,6 +458,24 @@ class pipeline_impl {
     fault(fault_point::kind::after_step, Step, Index, 0, unit_end, unit_index);
   }
 
+  // Called inside the handler of the unit's failure. A rollback that fails is the sink's
+  // failure, never the record's: the record is not blamed (failed_ cleared), and the original
+  // failure travels nested inside `rollback_failed`.
+  void roll_back_after_failure() {
+    const std::exception_ptr original = std::current_exception();
+    try {
+      sink_->rollback();
+    } catch (...) {
+      failed_.reset();
+      const std::string why = describe(std::current_exception());
+      try {
+        std::rethrow_exception(original);
+      } catch (...) {
+        std::throw_with_nested(rollback_failed(why));
+      }
+    }
+  }
+
   // ---- writes handed to an executor ---------------------------------------------------------
 
   // An executor that can run its queued tasks on request (the testing kit's manual executor)
@@ -487,6 +507,9 @@ class pipeline_impl {
         try {
           sink->apply(ticket->at, Transform{}(ticket->event));
           error = nullptr;
+          break;
+        } catch (const infrastructure_error&) {
+          error = std::current_exception();  // the world's failure: never retried as the record's
           break;
         } catch (...) {
           error = std::current_exception();
@@ -520,6 +543,16 @@ class pipeline_impl {
       return;
     std::sort(failures.begin(), failures.end(),
               [](const auto& a, const auto& b) { return a.at < b.at; });
+    // A failure of the sink itself is nobody's record: it is not dead-lettered, and the position
+    // stays below it. Everything in flight finishes first, then it propagates as it is.
+    for (const auto& f : failures) {
+      if (is_infrastructure(f.error)) {
+        wait_idle();
+        if constexpr (tracked_commit)
+          commit_completed();
+        std::rethrow_exception(f.error);
+      }
+    }
     if constexpr (Handling::dead_letters) {
       for (auto& f : failures) {
         put_dead_letter(f.at, f.event, describe(f.error).c_str());
@@ -549,6 +582,16 @@ class pipeline_impl {
     settle_failures();
     if constexpr (tracked_commit)
       commit_completed();
+  }
+
+  static bool is_infrastructure(const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const infrastructure_error&) {
+      return true;
+    } catch (...) {
+      return false;
+    }
   }
 
   static std::string describe(const std::exception_ptr& e) {
@@ -612,6 +655,8 @@ class pipeline_impl {
       try {
         apply_one(*sink_, o, event);
         return;
+      } catch (const infrastructure_error&) {
+        throw;  // never retried or dead-lettered as the record's: the unit is redone on recovery
       } catch (const std::exception& e) {
         if (attempt < Handling::retries) {
           notify_retry(o, attempt + 1);

@@ -11,11 +11,11 @@ namespace commit_order::file {
 
 /// A system call on a file failed (open, write, fsync, rename, ...). The operation named in the
 /// message did not take effect; nothing was acknowledged.
-class io_error final : public error {
+class io_error final : public infrastructure_error {
  public:
   io_error(const std::string& operation, const std::filesystem::path& path, int err)
-      : error("commit_order::file: " + operation + " '" + path.string() +
-              "' failed: " + std::system_category().message(err))
+      : infrastructure_error("commit_order::file: " + operation + " '" + path.string() +
+                             "' failed: " + std::system_category().message(err))
       , code_(err, std::system_category()) {}
 
   [[nodiscard]] std::error_code code() const noexcept { return code_; }
@@ -27,10 +27,10 @@ class io_error final : public error {
 /// A file holds bytes that cannot be what this adapter wrote: a checksum mismatch before the
 /// tail, a segment that ends short of its successor, a position file of the wrong shape.
 /// Never repaired silently: only a torn *tail* is provably unacknowledged data.
-class corrupt_file final : public error {
+class corrupt_file final : public infrastructure_error {
  public:
   corrupt_file(const std::filesystem::path& path, const std::string& what)
-      : error("commit_order::file: '" + path.string() + "' is corrupt: " + what) {}
+      : infrastructure_error("commit_order::file: '" + path.string() + "' is corrupt: " + what) {}
 };
 
 /// Another process holds the log: two writers would interleave frames and the torn-tail repair
