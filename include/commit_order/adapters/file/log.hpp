@@ -84,7 +84,8 @@ struct segment_info final {
   std::uint64_t bytes = 0;
 };
 
-template <class Event, class Codec = trivial_codec<Event>, class Sync = sync_each_append>
+template <class Event, class Codec = trivial_codec<Event>, class Sync = sync_each_append,
+          class Io = detail::system_io>
 requires codec<Codec, Event> && sync_policy<Sync>
 class log final {
  public:
@@ -100,8 +101,8 @@ class log final {
   /// Opens the log in `dir` (created if missing), repairing a torn tail.
   explicit log(std::filesystem::path dir, log_options options = {})
       : dir_(std::move(dir)), options_(options) {
-    detail::create_directories_durably(dir_);
-    lock_ = detail::lock_exclusive(dir_ / ".lock", dir_);
+    Io::create_directories_durably(dir_);
+    lock_ = Io::lock_exclusive(dir_ / ".lock", dir_);
     discover_segments();
     if (segments_.empty()) {
       writer_ = create_segment(0);
@@ -109,7 +110,7 @@ class log final {
       end_ = 0;
     } else {
       recover_tail();
-      writer_ = detail::open_file(path_of(segments_.back()), O_WRONLY | O_APPEND);
+      writer_ = Io::open_file(path_of(segments_.back()), O_WRONLY | O_APPEND);
     }
     reader_.next = segments_.front().base.value();
   }
@@ -146,14 +147,14 @@ class log final {
     segment_info& active = segments_.back();
     const auto path = path_of(active);
     try {
-      detail::write_all(writer_, frame_, path);
+      Io::write_all(writer_, frame_, path);
       if constexpr (Sync::each_append)
-        detail::sync_data(writer_, path);
+        Io::sync_data(writer_, path);
     } catch (...) {
       // A half-written frame would sit between acknowledged records and the next append's
       // frame, where no reader could tell it from corruption: cut it off, or stop appending.
       try {
-        detail::truncate_to(writer_, active.bytes, path);
+        Io::truncate_to(writer_, active.bytes, path);
       } catch (...) {
         broken_ = true;
       }
@@ -164,7 +165,7 @@ class log final {
   }
 
   /// Makes every append so far durable (the only sync sync_on_flush does besides rolls).
-  void flush() { detail::sync_data(writer_, path_of(segments_.back())); }
+  void flush() { Io::sync_data(writer_, path_of(segments_.back())); }
 
   // ---- reading (the source concept) --------------------------------------------------------
 
@@ -238,7 +239,7 @@ class log final {
         return buffer_.data() + (at - buffer_at_);
       if (buffer_.size() < std::max<std::size_t>(n, chunk))
         buffer_.resize(std::max<std::size_t>(n, chunk));
-      buffered_ = detail::read_at(file, buffer_, at, path);
+      buffered_ = Io::read_at(file, buffer_, at, path);
       buffer_at_ = at;
       return buffered_ < n ? nullptr : buffer_.data();
     }
@@ -302,10 +303,10 @@ class log final {
 
   detail::fd create_segment(offset::value_type base) {
     const auto path = path_of(segment_info{position{base}, 0});
-    detail::fd f = detail::open_file(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL);
+    detail::fd f = Io::open_file(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL);
     write_segment_header(f, base, path);
     // The new file's name must be durable before any record in it is acknowledged.
-    detail::sync_directory(dir_);
+    Io::sync_directory(dir_);
     return f;
   }
 
@@ -315,8 +316,8 @@ class log final {
     for (std::size_t i = 0; i < magic.size(); ++i)
       header[i] = static_cast<std::byte>(magic[i]);
     detail::put_u64(header.data() + 8, static_cast<std::uint64_t>(base));
-    detail::write_all(f, header, path);
-    detail::sync_data(f, path);
+    Io::write_all(f, header, path);
+    Io::sync_data(f, path);
   }
 
   static bool header_valid(const std::byte* h, offset::value_type base) noexcept {
@@ -356,13 +357,13 @@ class log final {
   void recover_tail() {
     segment_info& last = segments_.back();
     const auto path = path_of(last);
-    detail::fd f = detail::open_file(path, O_RDWR);
-    const std::uint64_t size = detail::file_size(f, path);
+    detail::fd f = Io::open_file(path, O_RDWR);
+    const std::uint64_t size = Io::file_size(f, path);
     chunk_reader chunks;
     if (size < segment_header_bytes) {
       // Killed while creating the segment: its header never became durable, and no record in
       // it was ever acknowledged (a roll syncs the header before the first append).
-      detail::truncate_to(f, 0, path);
+      Io::truncate_to(f, 0, path);
       write_segment_header(f, last.base.value(), path);
       repaired_ = size;
       last.bytes = segment_header_bytes;
@@ -383,8 +384,8 @@ class log final {
       ++at;
     }
     if (pos < size) {
-      detail::truncate_to(f, pos, path);
-      detail::sync_data(f, path);
+      Io::truncate_to(f, pos, path);
+      Io::sync_data(f, path);
       repaired_ = size - pos;
     }
     last.bytes = pos;
@@ -394,7 +395,7 @@ class log final {
   void roll() {
     // The segment being closed is complete and durable before its successor exists, so only
     // the newest segment can ever hold a torn frame (and the repair on open looks nowhere else).
-    detail::sync_data(writer_, path_of(segments_.back()));
+    Io::sync_data(writer_, path_of(segments_.back()));
     writer_ = create_segment(end_);
     segments_.push_back(segment_info{position{end_}, segment_header_bytes});
     if (options_.retention_bytes != 0) {
@@ -412,15 +413,12 @@ class log final {
     if (count == 0)
       return;
     for (std::size_t i = 0; i < count; ++i) {
-      std::error_code ec;
-      const auto path = path_of(segments_[i]);
-      if (!std::filesystem::remove(path, ec) && ec)
-        throw io_error("unlink", path, ec.value());
+      Io::remove_file(path_of(segments_[i]));
     }
     segments_.erase(segments_.begin(), segments_.begin() + static_cast<std::ptrdiff_t>(count));
     // A deletion that reappears after a power loss only lowers earliest() again: harmless,
     // but syncing keeps the retained range what this process reported.
-    detail::sync_directory(dir_);
+    Io::sync_directory(dir_);
     reader_.next = std::max(reader_.next, segments_.front().base.value());
     reader_.positioned = false;
   }
@@ -433,7 +431,7 @@ class log final {
   void open_reader_segment(std::size_t index) {
     reader_.segment = index;
     reader_.path = path_of(segments_[index]);
-    reader_.file = detail::open_file(reader_.path, O_RDONLY);
+    reader_.file = Io::open_file(reader_.path, O_RDONLY);
     reader_.chunks.reset();
     const std::byte* header =
         reader_.chunks.view(reader_.file, reader_.path, 0, segment_header_bytes);
