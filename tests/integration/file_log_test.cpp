@@ -216,7 +216,8 @@ TEST_CASE("a damaged record followed by more records makes the open refuse; noth
 
 TEST_CASE("a complete last frame that fails its checksum is corruption, not a torn tail") {
   // Its bytes are all there: it may be an acknowledged record that was damaged later, and a
-  // write killed midway leaves a frame cut short, not a whole one with other bytes.
+  // write killed midway leaves a frame cut short, not a whole one with other bytes. Zeros after
+  // it do not make it a torn tail either: only zeros from the bad frame on do.
   scratch_dir dir;
   fs::path tail;
   {
@@ -231,6 +232,12 @@ TEST_CASE("a complete last frame that fails its checksum is corruption, not a to
   SUBCASE("a whole frame of other bytes after the last record") {
     std::vector<unsigned char> other = {0x10, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef};
     other.resize(other.size() + 16, 0x42);
+    append_bytes(tail, other);
+  }
+  SUBCASE("a whole frame of other bytes, then zeros") {
+    std::vector<unsigned char> other = {0x10, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef};
+    other.resize(other.size() + 16, 0x42);
+    other.resize(other.size() + 64, 0);
     append_bytes(tail, other);
   }
   const auto before = file_bytes(tail);
