@@ -525,14 +525,19 @@ class connection final {
   }
 
   void set_durability(journal_mode journal, synchronous sync) {
-    {
-      // SQLite answers with the mode it kept: another one means the request did not take.
+    try {
+      // SQLite answers with the mode it kept; leaving WAL while another connection holds the
+      // database fails with SQLITE_BUSY instead. Either way the read-back below decides.
       statement set(db_.get(), detail::concat("PRAGMA journal_mode = ", pragma_value(journal)));
       set.step();
+    } catch (const infrastructure_error& e) {
+      if (e.primary_code() != SQLITE_BUSY && e.primary_code() != SQLITE_LOCKED)
+        throw;
     }
     exec(detail::concat("PRAGMA synchronous = ", pragma_value(sync)));
     // Read both back: what the type declares must be what runs, whatever SQLite did with the
-    // requests (a WAL database another connection holds stays WAL; a build may pin a level).
+    // requests (a WAL database another connection holds stays WAL; a file system without
+    // shared memory cannot run WAL; a build may pin a level).
     const effective_durability got = durability();
     if (got.journal != pragma_value(journal) || got.synchronous != pragma_number(sync))
       throw durability_mismatch(file_, journal, sync, got.journal, got.synchronous);

@@ -50,6 +50,9 @@ class position_store final {
   /// that owner's position.
   void commit(position p) { positions_->store(p, epoch{0}); }
 
+  /// The connection (for tests, and for pragmas that do not touch durability).
+  [[nodiscard]] connection& database() noexcept { return db_; }
+
  private:
   connection db_;
   mutable std::optional<detail::position_table> positions_;

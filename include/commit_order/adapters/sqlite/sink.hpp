@@ -210,7 +210,16 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
       throw std::logic_error("commit_order::sqlite: begin() inside an open transaction");
     statement& s = *begin_;
     reset_on_exit reset(s);
-    s.step();
+    try {
+      s.step();
+    } catch (const infrastructure_error&) {
+      // SQLite checks for an interrupt as a statement ends, so BEGIN can fail with its
+      // transaction open: nobody would roll it back (begin() failed), and the next begin()
+      // would find it. Close it; if even that fails, rollback() marks the sink unusable.
+      if (db_.in_transaction())
+        rollback();
+      throw;
+    }
   }
 
   void commit() {
