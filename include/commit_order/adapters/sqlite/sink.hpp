@@ -174,7 +174,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   ~table_sink() {
     try {
       rollback();
-    } catch (const rollback_error&) {
+    } catch (...) {
       // Nothing to report to: closing the connection (next) discards the open transaction.
     }
   }
