@@ -63,7 +63,6 @@ struct payment {
   std::int64_t id = 0;
   std::int64_t amount = 0;
   std::string note;
-  friend bool operator==(const payment&, const payment&) = default;
 };
 
 struct payments final
