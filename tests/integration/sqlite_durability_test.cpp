@@ -204,7 +204,7 @@ TEST_CASE("a connection that cannot run its durability mode is refused") {
 
 // ---- what the declared durability rests on: the syncs SQLite makes ---------------------------
 
-TEST_CASE("Synced rests on a sync SQLite makes at every commit; Buffered modes skip it") {
+TEST_CASE("Synced rests on a sync SQLite makes at every commit, which Buffered modes skip") {
   scratch_dir dir;
   constexpr int commits = 5;
   const auto write = [&](auto& sink) {

@@ -426,7 +426,7 @@ TEST_CASE("a ROLLBACK that fails with the transaction still open: typed, and the
   CHECK_FALSE(reopened.load_position().has_value());
 }
 
-TEST_CASE("through the pipeline, a failed ROLLBACK is rollback_failed; no record is blamed") {
+TEST_CASE("through the pipeline, a failed ROLLBACK is rollback_failed and no record is blamed") {
   scratch_dir dir;
   create_payments_with_check(dir / "db.sqlite");
   payment_log log = six_payments_one_negative();
