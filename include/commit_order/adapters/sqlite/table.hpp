@@ -24,6 +24,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "commit_order/adapters/sqlite/text.hpp"
 #include "commit_order/key.hpp"
 
 namespace commit_order::sqlite {
@@ -162,8 +163,10 @@ concept table_description = requires {
 
 namespace detail {
 
+// Names are plain identifiers (checked at compile time), so quoting cannot be escaped; the
+// quotes keep a name that is also a keyword ("order", "group") a name.
 inline std::string quote_identifier(std::string_view identifier) {
-  return "\"" + std::string(identifier) + "\"";
+  return concat("\"", identifier, "\"");
 }
 
 template <class T>
@@ -180,7 +183,8 @@ constexpr std::string_view sql_type() {
 template <class... C>
 std::string column_list(std::string_view separator, auto&& each) {
   std::string out;
-  ((out += (out.empty() ? std::string() : std::string(separator)) + each.template operator()<C>()),
+  ((out.append(out.empty() ? std::string_view() : separator),
+    out.append(each.template operator()<C>())),
    ...);
   return out;
 }
@@ -197,13 +201,13 @@ struct columns_of<key_columns<K...>, value_columns<V...>> {
   }
   static std::string definitions() {
     return column_list<K..., V...>(", ", []<class C>() {
-      return quote_identifier(C::name) + " " + std::string(sql_type<typename C::value_type>()) +
-             " NOT NULL";
+      return concat(quote_identifier(C::name), " ", sql_type<typename C::value_type>(),
+                    " NOT NULL");
     });
   }
   static std::string updates() {
     return column_list<V...>(", ", []<class C>() {
-      return quote_identifier(C::name) + " = excluded." + quote_identifier(C::name);
+      return concat(quote_identifier(C::name), " = excluded.", quote_identifier(C::name));
     });
   }
   static constexpr std::size_t count = sizeof...(K) + sizeof...(V);
