@@ -66,9 +66,9 @@ struct payment {
 };
 
 struct payments final
-    : sq::table<"payments", payment, sq::key_columns<sq::column<"id", &payment::id>>,
-                sq::value_columns<sq::column<"amount", &payment::amount>,
-                                  sq::column<"note", &payment::note>>> {};
+    : sq::table_layout<"payments", payment, sq::key_columns<sq::column<"id", &payment::id>>,
+                       sq::value_columns<sq::column<"amount", &payment::amount>,
+                                         sq::column<"note", &payment::note>>> {};
 
 using payment_sink = sq::guarded_upsert_sink<payments>;
 using payment_log = co::memory::log<payment, co::Synced>;

@@ -139,7 +139,7 @@ std::string write_sql() {
 /// A sink writing rows of table D in write mode Mode, with the durability of its durability
 /// mode (wal_full unless told otherwise). Not final: a test harness may derive from it to pace
 /// or count writes without re-declaring anything.
-template <table_description D, write_mode Mode = guarded_upsert_mode,
+template <describes_table D, write_mode Mode = guarded_upsert_mode,
           durability_mode Durability = wal_full>
 class table_sink : public detail::key_alias<D, Mode::keyed> {
  public:
@@ -336,14 +336,14 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 };
 
 /// Idempotent, OffsetGuarded, Transactional: fit for every policy.
-template <table_description D, durability_mode Durability = wal_full>
+template <describes_table D, durability_mode Durability = wal_full>
 using guarded_upsert_sink = table_sink<D, guarded_upsert_mode, Durability>;
 /// Idempotent, Transactional, not OffsetGuarded: AtLeastOnce, AutoCommit; never
 /// TransactionalPosition (rule R5).
-template <table_description D, durability_mode Durability = wal_full>
+template <describes_table D, durability_mode Durability = wal_full>
 using upsert_sink = table_sink<D, upsert_mode, Durability>;
 /// Not Idempotent: AtMostOnce only (rules R1, R3, R5).
-template <table_description D, durability_mode Durability = wal_full>
+template <describes_table D, durability_mode Durability = wal_full>
 using append_sink = table_sink<D, append_mode, Durability>;
 
 }  // namespace commit_order::sqlite

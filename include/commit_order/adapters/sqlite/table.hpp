@@ -3,11 +3,10 @@
 // A table is described by the event members its columns hold, never by SQL text:
 //
 //   struct orders_flat final
-//       : sqlite::table<"orders_flat", order_event,
-//                       sqlite::key_columns<sqlite::column<"order_id", &order_event::order_id>>,
-//                       sqlite::value_columns<
-//                           sqlite::column<"customer_id", &order_event::customer_id>,
-//                           sqlite::column<"total_cents", &order_event::total_cents>>> {};
+//       : sqlite::table_layout<"orders_flat", order_event,
+//             sqlite::key_columns<sqlite::column<"order_id", &order_event::order_id>>,
+//             sqlite::value_columns<sqlite::column<"customer_id", &order_event::customer_id>,
+//                                   sqlite::column<"total_cents", &order_event::total_cents>>> {};
 //
 // The key columns are the idempotency key: they come from the event (rule R8), and the sink's
 // `key_type` is `commit_order::key<&order_event::order_id>`, so the rules check the same key
@@ -120,11 +119,13 @@ constexpr bool names_distinct(std::array<std::string_view, N> names, std::string
 }
 }  // namespace detail
 
-/// A table description. Derive a named type from it (`struct orders_flat final : table<...>
+/// A table's layout: its name, the event its rows hold, the key and value columns. It describes
+/// a table and is not one (the sinks in sink.hpp write to the table it describes). Derive a
+/// named type from it (`struct orders_flat final : table_layout<...>
 /// {};`) so diagnostics print the name rather than the whole description.
 template <fixed_string Name, class Event, class Keys, class Values,
           fixed_string OffsetColumn = "source_offset">
-struct table {
+struct table_layout {
   using event_type = Event;
   using keys = Keys;
   using values = Values;
@@ -150,9 +151,9 @@ struct is_value_columns : std::false_type {};
 template <class... C>
 struct is_value_columns<value_columns<C...>> : std::true_type {};
 
-/// D describes a table: `sqlite::table<...>` or a type derived from one.
+/// D describes a table: `sqlite::table_layout<...>` or a type derived from one.
 template <class D>
-concept table_description = requires {
+concept describes_table = requires {
   typename D::event_type;
   typename D::keys;
   typename D::values;
