@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <iostream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -36,6 +38,8 @@ struct findings {
   std::vector<std::string> problems;
   /// Unacknowledged work that did not survive (allowed; reported).
   std::int64_t unacknowledged_lost = 0;
+  /// What else the recovery saw, by name (summed over the cut points and printed).
+  std::map<std::string, std::int64_t> counts;
 };
 
 /// The sum over every cut point of one workload.
@@ -50,6 +54,12 @@ struct tally {
   std::uint64_t problem_count = 0;
   std::vector<std::string> first_problems;  ///< the first few, with their cut point
   std::string first_loss;                   ///< where the first acknowledged loss happened
+  std::map<std::string, std::int64_t> counts;
+
+  [[nodiscard]] std::int64_t count(const std::string& what) const {
+    const auto it = counts.find(what);
+    return it == counts.end() ? 0 : it->second;
+  }
 
   [[nodiscard]] std::string summary() const {
     std::ostringstream out;
@@ -57,6 +67,8 @@ struct tally {
         << " sync points, " << recoveries << " recoveries, " << lost
         << " acknowledged items lost (in " << cuts_losing << " recoveries), " << unacknowledged_lost
         << " unacknowledged lost, " << problem_count << " problems";
+    for (const auto& [what, n] : counts)
+      out << ", " << what << ": " << n;
     if (!first_loss.empty())
       out << "\n  first loss: " << first_loss;
     for (const auto& p : first_problems)
@@ -112,6 +124,8 @@ inline void add(tally& t, const findings& f, const std::string& where) {
     if (t.first_loss.empty())
       t.first_loss = where + ": " + std::to_string(f.lost) + " lost";
   }
+  for (const auto& [what, n] : f.counts)
+    t.counts[what] += n;
   t.problem_count += f.problems.size();
   for (const auto& p : f.problems)
     if (t.first_problems.size() < 5)
@@ -164,6 +178,8 @@ tally run_cut_points(std::string name, const std::filesystem::path& root, Prepar
       one(point, tail, "cut at sync " + std::to_string(point) + (seed != 0 ? " (torn tail)" : ""));
     }
   }
+  // Printed whether the test passes or fails: the counts are quoted in docs/failure-directions.md.
+  std::cout << t.summary() << std::endl;
   return t;
 }
 
