@@ -45,6 +45,7 @@ struct findings {
 /// The sum over every cut point of one workload.
 struct tally {
   std::string name;
+  std::string lost_label = "acknowledged items lost";
   std::uint64_t syncs = 0;        ///< sync points in one uninterrupted run
   std::uint64_t cut_points = 0;   ///< cut points tried (sampled ones and the one after the end)
   std::uint64_t recoveries = 0;   ///< cut points x tail modes
@@ -64,9 +65,9 @@ struct tally {
   [[nodiscard]] std::string summary() const {
     std::ostringstream out;
     out << "power_loss: " << name << ": " << cut_points << " cut points of " << syncs
-        << " sync points, " << recoveries << " recoveries, " << lost
-        << " acknowledged items lost (in " << cuts_losing << " recoveries), " << unacknowledged_lost
-        << " unacknowledged lost, " << problem_count << " problems";
+        << " sync points, " << recoveries << " recoveries, " << lost << " " << lost_label << " (in "
+        << cuts_losing << " recoveries), " << unacknowledged_lost << " unacknowledged lost, "
+        << problem_count << " problems";
     for (const auto& [what, n] : counts)
       out << ", " << what << ": " << n;
     if (!first_loss.empty())
@@ -78,6 +79,8 @@ struct tally {
 };
 
 struct cut_options {
+  /// What `lost` counts, for the summary ("acknowledged records lost", ...).
+  std::string lost_label = "acknowledged items lost";
   /// Above this many sync points, a seeded sample of cut points is tried instead of all of them
   /// (always including the first and the last). COMMIT_ORDER_POWER_CUT_ALL=1 tries all.
   std::uint64_t max_cut_points = 400;
@@ -141,6 +144,7 @@ tally run_cut_points(std::string name, const std::filesystem::path& root, Prepar
   shim& power = shim::get();
   tally t;
   t.name = std::move(name);
+  t.lost_label = options.lost_label;
 
   const auto one = [&](std::uint64_t cut_at, std::uint64_t tail_seed, const std::string& where) {
     detail::fresh_root(root);

@@ -160,6 +160,7 @@ power_loss::tally run(const std::string& name) {
   test_support::scratch_dir scratch;
   power_loss::cut_options o;
   o.tail_seeds = {0, 77};
+  o.lost_label = "acknowledged appends lost";
   return power_loss::run_cut_points(
       name, scratch / "root", [](const fs::path&) {},
       [](const fs::path& root) { return append_until_cut<Sync>(root / "log"); },

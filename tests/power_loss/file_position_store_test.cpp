@@ -65,6 +65,7 @@ TEST_CASE("file position store: every commit that returned survives every cut") 
   test_support::scratch_dir scratch;
   power_loss::cut_options o;
   o.tail_seeds = {0, 91};
+  o.lost_label = "acknowledged commits lost";
   const auto t = power_loss::run_cut_points(
       "file position store", scratch / "root", [](const fs::path&) {},
       [](const fs::path& root) { return commit_until_cut(root / "position"); },

@@ -101,7 +101,8 @@ void run_store() {
       [](const fs::path& root) { return commit_until_cut<Config>(root / "positions.db"); },
       [](const fs::path& root, const acknowledged& ack) {
         return check_store<Config>(root / "positions.db", ack);
-      });
+      },
+      power_loss::cut_options{.lost_label = "acknowledged commits lost"});
   MESSAGE(t.summary());
   if constexpr (synced)
     CHECK(t.syncs >= commits);
