@@ -35,7 +35,7 @@ power_loss::tally run_at_least_once(const std::string& name) {
         pl::reconcile_keyed(r, events, f);
         return f;
       },
-      power_loss::cut_options{.lost_label = "acknowledged records lost"});
+      power_loss::cut_options{.lost_label = "acknowledged records lost", .tail_seeds = {0, 29}});
 }
 
 template <class SinkPart, class StorePart>

@@ -30,7 +30,7 @@ TEST_CASE("TransactionalPosition, SQLite sink: no acknowledged commit or record 
         pl::reconcile_keyed(r, events, f);
         return f;
       },
-      power_loss::cut_options{.lost_label = "acknowledged records lost"});
+      power_loss::cut_options{.lost_label = "acknowledged records lost", .tail_seeds = {0, 29}});
   MESSAGE(t.summary());
   CHECK(t.syncs >= pl::records / pl::batch);  // at least one sync per transaction
   CHECK(t.cut_points == t.syncs + 1);

@@ -102,7 +102,7 @@ void run_store() {
       [](const fs::path& root, const acknowledged& ack) {
         return check_store<Config>(root / "positions.db", ack);
       },
-      power_loss::cut_options{.lost_label = "acknowledged commits lost"});
+      power_loss::cut_options{.lost_label = "acknowledged commits lost", .tail_seeds = {0, 13}});
   MESSAGE(t.summary());
   if constexpr (synced)
     CHECK(t.syncs >= commits);

@@ -189,7 +189,7 @@ void run_sink(const char* sink_name) {
       [](const fs::path& root, const acknowledged& ack) {
         return check_sink<sink_t, Config>(root / "sink.db", ack);
       },
-      power_loss::cut_options{.lost_label = "acknowledged units lost"});
+      power_loss::cut_options{.lost_label = "acknowledged units lost", .tail_seeds = {0, 5}});
   MESSAGE(t.summary());
   // A commit declared Synced syncs before it returns: at least one sync point per unit.
   if constexpr (synced)

@@ -57,15 +57,18 @@
 //   int  commit_order_power_cut_materialise(unsigned long long tail_seed)
 //        the power goes out now (if it has not); every descriptor into the root must be closed.
 //        Rewrites the root to its durable image, then resets (the image is the new baseline).
-//        tail_seed 0 gives the model above. Otherwise, for each file whose current content is
-//        its durable content followed by unsynced appended bytes, a prefix of those bytes chosen
-//        by the seed survives as well: a torn append, as a disk that wrote some of the pages
-//        of an append but not the rest leaves it. 0 or -1/errno (EBUSY: a file is still open).
+//        tail_seed 0 gives the model above. Otherwise, for each file whose content when the
+//        power went out was its durable content followed by unsynced appended bytes, a prefix
+//        of those bytes chosen by the seed survives as well: a torn append, as a disk that wrote
+//        some of the pages of an append but not the rest leaves it (what the process wrote
+//        after the cut never counts). 0 or -1/errno (EBUSY: a file is still open).
 //
 // Environment, for a process that does not call the control functions itself:
 //   COMMIT_ORDER_POWER_CUT_ROOT                  watch this directory from the start
 //   COMMIT_ORDER_POWER_CUT_AT                    arm at this sync point
 //   COMMIT_ORDER_POWER_CUT_MATERIALISE_AT_EXIT   1: materialise (tail seed 0) when it exits
+//   COMMIT_ORDER_POWER_CUT_TRACE                 1: print each sync point (number, path) on stderr,
+//                                                to see where cut point N falls
 // A process killed before it materialises leaves the real files as they are (what a SIGKILL
 // leaves, not what a power cut leaves): the image lives in the process's memory.
 //
@@ -176,6 +179,8 @@ struct shim_state {
   std::uint64_t syncs = 0;
   std::uint64_t cut_at = 0;  // 0: never
   bool cut = false;
+  std::map<std::size_t, std::string> at_cut;  // each live file's bytes when the power went out
+  bool trace = false;
 };
 
 shim_state& state() {
@@ -372,6 +377,7 @@ int reset_locked(shim_state& s, const char* root) {
   s.syncs = 0;
   s.cut_at = 0;
   s.cut = false;
+  s.at_cut.clear();
   s.active = true;
   return 0;
 }
@@ -416,30 +422,41 @@ void find_live_files(shim_state& s, int dirfd, const std::string& path, int dept
   ::closedir(d);
 }
 
+// The moment the power goes out: what each watched file holds then is the most a torn append
+// can leave (writes the process makes after the cut never reach the disk).
+void power_goes_out(shim_state& s) {
+  if (s.cut)
+    return;
+  s.cut = true;
+  s.at_cut.clear();
+  std::map<std::size_t, std::string> found;
+  const int rootfd = real().open(s.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (rootfd < 0)
+    return;
+  find_live_files(s, rootfd, s.root, 0, found);
+  real().close(rootfd);
+  for (const auto& [index, path] : found) {
+    std::string bytes;
+    if (read_file(AT_FDCWD, path.c_str(), bytes))
+      s.at_cut.emplace(index, std::move(bytes));
+  }
+}
+
 // The durable content of every file, with the torn appends a non-zero seed adds.
-std::vector<std::string> image_contents(shim_state& s, std::uint64_t tail_seed) {
+std::vector<std::string> image_contents(const shim_state& s, std::uint64_t tail_seed) {
   std::vector<std::string> contents;
   contents.reserve(s.objects.size());
   for (const auto& o : s.objects)
     contents.push_back(o.content);
   if (tail_seed == 0)
     return contents;
-  std::map<std::size_t, std::string> found;
-  const int rootfd = real().open(s.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (rootfd < 0)
-    return contents;
-  find_live_files(s, rootfd, s.root, 0, found);
-  real().close(rootfd);
-  for (const auto& [index, path] : found) {
-    std::string now;
-    if (!read_file(AT_FDCWD, path.c_str(), now))
-      continue;
+  for (const auto& [index, then] : s.at_cut) {
     const std::string& durable = s.objects[index].content;
-    if (now.size() <= durable.size() || now.compare(0, durable.size(), durable) != 0)
+    if (then.size() <= durable.size() || then.compare(0, durable.size(), durable) != 0)
       continue;  // not an append since the last sync: nothing can be torn
-    const std::size_t extra = now.size() - durable.size();
+    const std::size_t extra = then.size() - durable.size();
     const std::size_t kept = static_cast<std::size_t>(mix(tail_seed ^ mix(index)) % (extra + 1));
-    contents[index] = now.substr(0, durable.size() + kept);
+    contents[index] = then.substr(0, durable.size() + kept);
   }
   return contents;
 }
@@ -525,7 +542,7 @@ int materialise_locked(shim_state& s, std::uint64_t tail_seed) {
     errno = EINVAL;
     return -1;
   }
-  s.cut = true;
+  power_goes_out(s);
   // A descriptor still open would go on writing into a file the image replaces.
   std::string still_open;
   for (auto it = s.descriptors.begin(); it != s.descriptors.end();) {
@@ -609,8 +626,12 @@ int sync_common(sync_fn real_sync, int fd) {
     std::size_t index = 0;
     if (s.active && watched(s, fd, index)) {
       ++s.syncs;
-      if (!s.cut && s.cut_at != 0 && s.syncs >= s.cut_at)
-        s.cut = true;
+      if (s.cut_at != 0 && s.syncs >= s.cut_at)
+        power_goes_out(s);
+      if (s.trace)
+        std::fprintf(stderr, "commit_order power-cut shim: sync point %llu%s: %s\n",
+                     static_cast<unsigned long long>(s.syncs), s.cut ? " (power out)" : "",
+                     descriptor_path(fd).c_str());
       if (!s.cut)
         capture(s, fd, index);
       return 0;
@@ -643,6 +664,8 @@ mode_t variadic_mode(int flags, va_list args) {
 void at_load() __attribute__((constructor));
 void at_load() {
   (void)real();
+  if (const char* trace = std::getenv("COMMIT_ORDER_POWER_CUT_TRACE"))
+    state().trace = std::strcmp(trace, "1") == 0;
   const char* root = std::getenv("COMMIT_ORDER_POWER_CUT_ROOT");
   if (root == nullptr || *root == '\0')
     return;
