@@ -134,6 +134,8 @@ using event_key = co::key<&event::account, &event::seq>;
 class log_window {
  public:
   using record_type = co::logged<event>;
+  /// It stands for a broker's partition, which outlives every consumer.
+  using capabilities = co::capabilities<co::Replicated>;
 
   log_window(std::int64_t base, const parameters& p) : base_(base), read_(base), params_(&p) {}
 
@@ -185,9 +187,11 @@ struct week_observer {
   std::int64_t absorbed = 0;
   std::int64_t rows_written = 0;
   std::vector<std::pair<time_point, co::position>> fires;  ///< auto-commits: when, what
-  void on_replay_absorbed(co::offset) noexcept { ++absorbed; }
-  void on_row_written(co::offset) noexcept { ++rows_written; }
-  void on_auto_commit(co::position p) { fires.emplace_back(virtual_clock::now(), p); }
+  void on(co::events::replay_absorbed, co::offset) noexcept { ++absorbed; }
+  void on(co::events::row_written, co::offset) noexcept { ++rows_written; }
+  void on(co::events::auto_committed, co::position p) {
+    fires.emplace_back(virtual_clock::now(), p);
+  }
 };
 
 using guarded_table =
@@ -245,12 +249,18 @@ class lane {
   static constexpr bool transactional = co::policy_facts_v<Policy>.uses_transaction;
 
  public:
+  // The clock only where a timer reads it; the store only where the position lives outside the
+  // sink (rules S18, S19: an option a configuration never uses is refused).
   using pipeline_t = std::conditional_t<
-      uses_store,
+      timer,
       co::pipeline<log_window, Table, Policy, co::with_store<store>, co::with_clock<virtual_clock>,
                    co::with_faults<week_faults>, co::with_observer<week_observer>>,
-      co::pipeline<log_window, Table, Policy, co::with_clock<virtual_clock>,
-                   co::with_faults<week_faults>, co::with_observer<week_observer>>>;
+      std::conditional_t<
+          uses_store,
+          co::pipeline<log_window, Table, Policy, co::with_store<store>,
+                       co::with_faults<week_faults>, co::with_observer<week_observer>>,
+          co::pipeline<log_window, Table, Policy, co::with_faults<week_faults>,
+                       co::with_observer<week_observer>>>>;
 
   explicit lane(const parameters& p) : p_(p), batch_(p.batch()), h_(p.row_cost()) {}
 

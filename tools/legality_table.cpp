@@ -130,7 +130,10 @@ std::string arrows(Steps) {
 
 template <class Policy, class Sink>
 std::string verdict_cell() {
-  using verdict = co::verdict_t<order_log, Sink, Policy, store_for<Policy>>;
+  using verdict =
+      std::conditional_t<std::is_same_v<store_for<Policy>, co::no_position_store>,
+                         co::verdict_t<order_log, Sink, Policy>,
+                         co::verdict_t<order_log, Sink, Policy, co::with_store<store_for<Policy>>>>;
   if constexpr (std::is_same_v<verdict, co::rules::legal>) {
     return "legal — " + std::string(co::guarantee_t<Policy>::name);
   } else {
@@ -146,8 +149,8 @@ void write(std::ostream& out) {
          "`message`. Do not edit by hand.\n\n"
          "The sinks are in-memory tables declaring the capabilities shown (and `Volatile`); "
          "where the executed step order commits its position to a separate store, the "
-         "combination is given a store just as durable, so rules R9 and R10 (about the store) "
-         "appear only in the second table. A pipeline whose verdict is a rule does not compile: "
+         "combination is given a store just as durable, so rules R9a-c and R10 (about the "
+         "store) do not hide the others. A pipeline whose verdict is a rule does not compile: "
          "the rule's message is its one error.\n\n"
          "## Verdicts\n";
 
@@ -178,8 +181,14 @@ void write(std::ostream& out) {
 
 int main(int argc, char** argv) {
   if (argc > 2) {
-    std::cerr << "usage: legality_table [<output file>]\n";
+    std::cerr << "usage: legality_table [<output file> | --ids]\n";
     return 2;
+  }
+  if (argc == 2 && std::string_view(argv[1]) == "--ids") {
+    // One id a line, for the test that every rule has a compile-fail case.
+    for_each_rule(co::rules::all_rules{},
+                  [&]<class Rule>(std::type_identity<Rule>) { std::cout << Rule::id << "\n"; });
+    return 0;
   }
   std::ostringstream text;
   write(text);

@@ -168,14 +168,17 @@ constexpr auto durability_of() {
 }
 }  // namespace detail
 
-/// A sink's declared durability. A sink that does not say is assumed durable (`Synced`): the
-/// position store then has to prove it is at least as durable (rule R9), the safe direction.
-template <class Sink>
-using sink_durability_t = typename decltype(detail::durability_of<Sink, Synced>())::type;
+/// True when T declares a durability level among its capabilities. Every sink, position store
+/// and source must: the durability rules (R9a-c) compare them, and an assumed level would be
+/// the wrong guess in one direction or the other.
+template <class T>
+concept declares_durability = declares_capabilities<T> && decltype(boost::hana::is_just(
+    boost::hana::find_if(capabilities_of_t<T>::tags, detail::is_durability_tag)))::value;
 
-/// A position store's declared durability. A store that does not say is assumed `Volatile`.
-template <class Store>
-using store_durability_t = typename decltype(detail::durability_of<Store, Volatile>())::type;
+/// The durability T declares (T must declare one).
+template <class T>
+requires declares_durability<T>
+using durability_t = typename decltype(detail::durability_of<T, Volatile>())::type;
 
 namespace detail {
 template <class Caps, class Level>

@@ -27,12 +27,14 @@ requires(sizeof...(Members) > 0 &&
 struct no_key final {};
 
 /// Rule R8, as a concept: K is empty (holds no state), default-constructible (so every call
-/// sees the same extractor), callable with the event, and *not* callable without it.
-template <class K, class Event>
-concept event_derived_key = std::is_empty_v<K> && std::default_initializable<K> &&
-                            std::is_invocable_v<const K&, const Event&> &&
-                            !std::is_void_v<std::invoke_result_t<const K&, const Event&>> &&
-                            !std::is_invocable_v<const K&>;
+/// sees the same extractor), callable with the row, and *not* callable without it. The sink's
+/// row is itself a stateless projection of the event (the transform must be stateless, rule
+/// S4), so a stateless key of the row is a key derived from the event and nothing else.
+template <class K, class Row>
+concept stateless_key = std::is_empty_v<K> && std::default_initializable<K> &&
+                        std::is_invocable_v<const K&, const Row&> &&
+                        !std::is_void_v<std::invoke_result_t<const K&, const Row&>> &&
+                        !std::is_invocable_v<const K&>;
 
 /// The key type a sink uses for its upserts, or `no_key`.
 template <class Sink>

@@ -1,15 +1,98 @@
 // commit_order/observer.hpp — what a pipeline reports while it runs.
 //
-// An observer implements any subset of the hooks below; the pipeline calls only the ones that
-// exist, so the default observer (no hooks) compiles to nothing. `counting_observer` counts
-// every event, which is what tests and dashboards usually want.
+// An observer is any type with overloads of one member, `on(Event, args...)`, for the events
+// it cares about; the pipeline calls only the overloads that exist, so the default observer
+// (none) compiles to nothing. Events are tag types in `commit_order::events`, so a misspelt
+// hook is a compile error in the observer itself, never a hook that is silently not called;
+// an overload whose parameters do not match what the pipeline passes is refused by a shape
+// rule. `counting_observer` counts every event, which is what tests and dashboards usually want.
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 #include "commit_order/offset.hpp"
 
 namespace commit_order {
+
+namespace events {
+/// `on(polled, std::size_t records, position read)`: a poll returned `records` records.
+struct polled final {
+  static constexpr std::string_view name = "polled";
+};
+/// `on(row_written, offset)`: the sink applied the record's row.
+struct row_written final {
+  static constexpr std::string_view name = "row_written";
+};
+/// `on(replay_absorbed, offset)`: the offset guard kept a newer row (a replay, absorbed).
+struct replay_absorbed final {
+  static constexpr std::string_view name = "replay_absorbed";
+};
+/// `on(unit_committed, position)`: a unit's position became durable.
+struct unit_committed final {
+  static constexpr std::string_view name = "unit_committed";
+};
+/// `on(auto_committed, position)`: AutoCommit's timer committed the read position.
+struct auto_committed final {
+  static constexpr std::string_view name = "auto_committed";
+};
+/// `on(retried, offset, std::size_t attempt)`: a failed record is tried again.
+struct retried final {
+  static constexpr std::string_view name = "retried";
+};
+/// `on(dead_lettered, offset)`: a record was given to the dead-letter sink.
+struct dead_lettered final {
+  static constexpr std::string_view name = "dead_lettered";
+};
+/// `on(record_failed, offset)`: a record failed for good and stopped the pipeline.
+struct record_failed final {
+  static constexpr std::string_view name = "record_failed";
+};
+}  // namespace events
+
+namespace detail {
+/// Converts to anything: probes whether an observer has an overload for an event at all, so an
+/// overload with the wrong parameters is refused instead of silently never called.
+struct any_argument final {
+  template <class T>
+  operator T() const;  // NOLINT: implicit by design; never defined, only named in requires
+};
+
+template <class O, class Event, class... Args>
+concept observes = requires(O& o, const Args&... args) {
+  o.on(Event{}, args...);
+};
+
+template <class O, class Event>
+concept has_any_overload_for = requires(O& o, any_argument a) {
+  o.on(Event{});
+}
+|| requires(O& o, any_argument a) {
+  o.on(Event{}, a);
+}
+|| requires(O& o, any_argument a) {
+  o.on(Event{}, a, a);
+}
+|| requires(O& o, any_argument a) {
+  o.on(Event{}, a, a, a);
+};
+
+/// An overload for `Event` exists but does not take `Args`: it would never be called.
+template <class O, class Event, class... Args>
+inline constexpr bool near_miss = has_any_overload_for<O, Event> && !observes<O, Event, Args...>;
+}  // namespace detail
+
+/// True when O has an `on` overload for some event that does not take what the pipeline passes.
+template <class O>
+inline constexpr bool observer_misses_a_hook =
+    detail::near_miss<O, events::polled, std::size_t, position> ||
+    detail::near_miss<O, events::row_written, offset> ||
+    detail::near_miss<O, events::replay_absorbed, offset> ||
+    detail::near_miss<O, events::unit_committed, position> ||
+    detail::near_miss<O, events::auto_committed, position> ||
+    detail::near_miss<O, events::retried, offset, std::size_t> ||
+    detail::near_miss<O, events::dead_lettered, offset> ||
+    detail::near_miss<O, events::record_failed, offset>;
 
 /// The default: no hooks, no state, no cost.
 struct no_observer final {};
@@ -26,17 +109,17 @@ struct counting_observer final {
   std::size_t dead_lettered = 0;     ///< records given to the dead-letter sink
   std::size_t records_failed = 0;    ///< failures that stopped the pipeline
 
-  void on_poll(std::size_t records, position) noexcept {
+  void on(events::polled, std::size_t records, position) noexcept {
     ++polls;
     records_polled += records;
   }
-  void on_row_written(offset) noexcept { ++rows_written; }
-  void on_replay_absorbed(offset) noexcept { ++replays_absorbed; }
-  void on_unit_committed(position) noexcept { ++units_committed; }
-  void on_auto_commit(position) noexcept { ++auto_commits; }
-  void on_retry(offset, std::size_t) noexcept { ++retries; }
-  void on_dead_letter(offset) noexcept { ++dead_lettered; }
-  void on_record_failed(offset) noexcept { ++records_failed; }
+  void on(events::row_written, offset) noexcept { ++rows_written; }
+  void on(events::replay_absorbed, offset) noexcept { ++replays_absorbed; }
+  void on(events::unit_committed, position) noexcept { ++units_committed; }
+  void on(events::auto_committed, position) noexcept { ++auto_commits; }
+  void on(events::retried, offset, std::size_t) noexcept { ++retries; }
+  void on(events::dead_lettered, offset) noexcept { ++dead_lettered; }
+  void on(events::record_failed, offset) noexcept { ++records_failed; }
 };
 
 }  // namespace commit_order

@@ -84,6 +84,9 @@ struct no_dead_letters final {};
 /// Marker for "write on the pipeline's own thread".
 struct no_executor final {};
 
+/// Marker for "no clock given": AutoCommit's timer then runs on std::chrono::steady_clock.
+struct default_clock final {};
+
 // ---- error handling ------------------------------------------------------------------------
 
 /// Stop at the first failed record with `record_failed`, naming its offset. The position never
@@ -160,6 +163,10 @@ inline constexpr bool is_known_option =
     is_option<with_transform, T>::value || is_option<with_observer, T>::value ||
     is_option<with_faults, T>::value || is_option<with_error_handling, T>::value ||
     is_option<with_dead_letters, T>::value || is_option<with_executor, T>::value;
+
+/// Was an Option<...> given among Options?
+template <template <class> class Option, class... Options>
+inline constexpr bool has_option = (is_option<Option, Options>::value || ...);
 
 template <template <class> class Option, class... Options>
 inline constexpr std::size_t option_count = (std::size_t{is_option<Option, Options>::value} + ... +

@@ -24,9 +24,8 @@ using alo = co::pipeline<order_log, concurrent_table, co::AtLeastOnce<>, co::wit
 // ---- the rules for handing writes to an executor ---------------------------------------------
 static_assert(co::can_make_pipeline<order_log, concurrent_table, co::AtLeastOnce<>,
                                     co::with_store<store>, co::with_executor<executor>>);
-static_assert(std::is_same_v<co::verdict_of_t<co::combination<
-                                 order_log, guarded_table, co::AtLeastOnce<>, store, order_key,
-                                 co::identity_transform, co::stop, co::no_dead_letters, executor>>,
+static_assert(std::is_same_v<co::verdict_t<order_log, guarded_table, co::AtLeastOnce<>,
+                                           co::with_store<store>, co::with_executor<executor>>,
                              co::rules::executor_needs_concurrent_sink>);
 // A sink that could take concurrent calls and has transactions: still, one transaction cannot
 // span writes made on several threads.
@@ -42,16 +41,14 @@ struct concurrent_tx_sink {
   void store_position(co::position) {}
   std::optional<co::position> load_position() const { return std::nullopt; }
 };
-static_assert(std::is_same_v<
-              co::verdict_of_t<co::combination<
-                  order_log, concurrent_tx_sink, co::TransactionalPosition<>, co::no_position_store,
-                  order_key, co::identity_transform, co::stop, co::no_dead_letters, executor>>,
-              co::rules::executor_splits_transaction>);
 static_assert(
-    std::is_same_v<co::verdict_of_t<co::combination<
-                       order_log, co::memory::synchronized<upsert_table>, co::AtLeastOnce<>, store,
-                       order_key, co::identity_transform, co::stop, co::no_dead_letters, executor>>,
-                   co::rules::out_of_order_needs_offset_guard>);
+    std::is_same_v<co::verdict_t<order_log, concurrent_tx_sink, co::TransactionalPosition<>,
+                                 co::with_executor<executor>>,
+                   co::rules::executor_splits_transaction>);
+static_assert(std::is_same_v<
+              co::verdict_t<order_log, co::memory::synchronized<upsert_table>, co::AtLeastOnce<>,
+                            co::with_store<store>, co::with_executor<executor>>,
+              co::rules::out_of_order_needs_offset_guard>);
 
 TEST_CASE("out-of-order completion: the position stops at the lowest incomplete record") {
   order_log log = make_log(15, 15);

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -336,10 +337,13 @@ struct step_model {
   std::size_t position_durable_at = 0;  ///< unused when `timer`
   bool timer = false;
   bool transactional = false;
+  /// The write step is a transaction of its own: the policy has no Begin, the sink is
+  /// Transactional (DESIGN §5: a write step over a transactional sink is one transaction).
+  bool write_in_own_transaction = false;
 };
 
 template <std::size_t N>
-step_model model_of(const std::array<co::step_kind, N>& kinds) {
+step_model model_of(const std::array<co::step_kind, N>& kinds, bool sink_transactional) {
   step_model m;
   m.kinds.assign(kinds.begin(), kinds.end());
   std::optional<std::size_t> begin_at, store_at, commit_at;
@@ -372,6 +376,7 @@ step_model model_of(const std::array<co::step_kind, N>& kinds) {
   const bool write_inside =
       begin_at && commit_at && *begin_at < m.write_at && m.write_at < *commit_at;
   m.write_durable_at = write_inside ? *commit_at : m.write_at;
+  m.write_in_own_transaction = !m.transactional && sink_transactional;
   if (store_at)
     m.position_durable_at = *commit_at;
   return m;
@@ -419,7 +424,8 @@ struct crash_effect {
 inline crash_effect effect_of(const step_model& m, const point_ref& q, const unit_ref& unit) {
   crash_effect e;
   if (q.where == co::fault_point::kind::after_row) {
-    e.rows_durable = m.write_durable_at == m.write_at ? q.row : 0;
+    // Rows are durable one by one only when no transaction holds them back.
+    e.rows_durable = m.write_durable_at == m.write_at && !m.write_in_own_transaction ? q.row : 0;
     e.position_durable = !m.timer && m.position_durable_at < m.write_at;
   } else {
     e.rows_durable = q.index >= m.write_durable_at ? unit.size() : 0;
@@ -476,21 +482,41 @@ using all_policies =
               co::TransactionalPosition<co::AutoCommit>>;
 using all_tables = type_list<idempotent_table, guarded_table, transactional_table, harmless_table>;
 
-/// The pipeline over the crash tests' log: with a position store when the policy's executed
-/// order keeps the position outside the sink.
+/// The pipeline over the crash tests' log, with the options its policy uses: a position store
+/// when the executed order keeps the position outside the sink, and the clock only where a
+/// timer reads it (rules S18 and S19 refuse an option the configuration never uses).
+namespace detail {
+template <class T>
+inline constexpr bool is_clock_option = false;
+template <class C>
+inline constexpr bool is_clock_option<co::with_clock<C>> = true;
+
+template <class Policy, class Option>
+using kept_option =
+    std::conditional_t<is_clock_option<Option> && !co::policy_facts_v<Policy>.position_on_timer,
+                       std::tuple<>, std::tuple<Option>>;
+
+template <class Policy, class Sink, class Options>
+struct pipeline_of;
 template <class Policy, class Sink, class... Options>
-using pipeline_for =
-    std::conditional_t<co::policy_facts_v<Policy>.uses_position_store,
-                       co::pipeline<event_log, Sink, Policy, co::with_store<store>, Options...>,
-                       co::pipeline<event_log, Sink, Policy, Options...>>;
+struct pipeline_of<Policy, Sink, std::tuple<Options...>> {
+  using type = co::pipeline<event_log, Sink, Policy, Options...>;
+  static constexpr bool legal = co::can_make_pipeline<event_log, Sink, Policy, Options...>;
+};
 
 template <class Policy, class Sink, class... Options>
-inline constexpr bool legal_v = [] {
-  if constexpr (co::policy_facts_v<Policy>.uses_position_store) {
-    return co::can_make_pipeline<event_log, Sink, Policy, co::with_store<store>, Options...>;
-  } else {
-    return co::can_make_pipeline<event_log, Sink, Policy, Options...>;
-  }
-}();
+using pipeline_of_t = pipeline_of<
+    Policy, Sink,
+    decltype(std::tuple_cat(
+        std::declval<std::conditional_t<co::policy_facts_v<Policy>.uses_position_store,
+                                        std::tuple<co::with_store<store>>, std::tuple<>>>(),
+        std::declval<kept_option<Policy, Options>>()...))>;
+}  // namespace detail
+
+template <class Policy, class Sink, class... Options>
+using pipeline_for = typename detail::pipeline_of_t<Policy, Sink, Options...>::type;
+
+template <class Policy, class Sink, class... Options>
+inline constexpr bool legal_v = detail::pipeline_of_t<Policy, Sink, Options...>::legal;
 
 }  // namespace crash

@@ -65,7 +65,8 @@ combination_result run_combination() {
   constexpr bool uses_store = co::policy_facts_v<Policy>.uses_position_store;
   constexpr bool per_record = std::is_same_v<typename Policy::trigger, co::EveryRecord>;
   constexpr bool at_most_once = policy_kind_of_v<Policy> == policy_kind::at_most_once;
-  const step_model model = model_of(co::effective_steps_t<Policy>::kinds);
+  const step_model model = model_of(co::effective_steps_t<Policy>::kinds,
+                                    co::has_capability_v<Table, co::Transactional>);
   const auto n = static_cast<std::size_t>(matrix_records);
 
   event_log log = make_event_log(matrix_records, matrix_accounts);

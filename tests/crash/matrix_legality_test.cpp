@@ -5,6 +5,7 @@
 
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "crash/crash_support.hpp"
@@ -13,13 +14,22 @@ namespace co = commit_order;
 using namespace crash;
 
 namespace {
+// is_legal_v over the same options the matrix's pipeline gets (store and clock only where used).
+template <class Policy, class Table, class Options>
+struct is_legal_with;
+template <class Policy, class Table, class... Options>
+struct is_legal_with<Policy, Table, std::tuple<Options...>> {
+  static constexpr bool value = co::is_legal_v<event_log, journal_sink<Table>, Policy, Options...>;
+};
 template <class Policy, class Table>
 constexpr bool legal_by_is_legal_v() {
-  if constexpr (co::policy_facts_v<Policy>.uses_position_store) {
-    return co::is_legal_v<event_log, journal_sink<Table>, Policy, store>;
-  } else {
-    return co::is_legal_v<event_log, journal_sink<Table>, Policy>;
-  }
+  using options = std::conditional_t<
+      co::policy_facts_v<Policy>.uses_position_store,
+      std::conditional_t<co::policy_facts_v<Policy>.position_on_timer,
+                         std::tuple<co::with_store<store>, co::with_clock<manual_clock>>,
+                         std::tuple<co::with_store<store>>>,
+      std::tuple<>>;
+  return is_legal_with<Policy, Table, options>::value;
 }
 }  // namespace
 

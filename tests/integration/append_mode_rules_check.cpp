@@ -24,8 +24,9 @@ static_assert(co::can_make_pipeline<log_t, append_t, co::AtMostOnce<>, co::with_
 
 // R3 — AtLeastOnce replays, and an append table stores the replay as a duplicate row.
 static_assert(!co::can_make_pipeline<log_t, append_t, co::AtLeastOnce<>, co::with_store<store_t>>);
-static_assert(std::is_same_v<co::verdict_t<log_t, append_t, co::AtLeastOnce<>, store_t>,
-                             co::rules::replay_needs_idempotent_sink>);
+static_assert(
+    std::is_same_v<co::verdict_t<log_t, append_t, co::AtLeastOnce<>, co::with_store<store_t>>,
+                   co::rules::replay_needs_idempotent_sink>);
 
 // R5 — append mode is Transactional, but TransactionalPosition also needs the offset guard.
 static_assert(!co::can_make_pipeline<log_t, append_t, co::TransactionalPosition<>>);
@@ -35,9 +36,9 @@ static_assert(std::is_same_v<co::verdict_t<log_t, append_t, co::TransactionalPos
 // R1 — AutoCommit needs a keyed sink.
 static_assert(!co::can_make_pipeline<log_t, append_t, co::AtMostOnce<co::AutoCommit>,
                                      co::with_store<store_t>>);
-static_assert(
-    std::is_same_v<co::verdict_t<log_t, append_t, co::AtMostOnce<co::AutoCommit>, store_t>,
-                   co::rules::auto_commit_needs_idempotent_sink>);
+static_assert(std::is_same_v<co::verdict_t<log_t, append_t, co::AtMostOnce<co::AutoCommit>,
+                                           co::with_store<store_t>>,
+                             co::rules::auto_commit_needs_idempotent_sink>);
 
 // The unguarded upsert is fit for AtLeastOnce and AutoCommit, not for TransactionalPosition.
 static_assert(co::can_make_pipeline<log_t, upsert_t, co::AtLeastOnce<>, co::with_store<store_t>>);
@@ -48,7 +49,23 @@ static_assert(std::is_same_v<co::verdict_t<log_t, upsert_t, co::TransactionalPos
 static_assert(co::can_make_pipeline<log_t, guarded_t, co::TransactionalPosition<>>);
 static_assert(co::can_make_pipeline<log_t, guarded_t, co::AtLeastOnce<>, co::with_store<store_t>>);
 
-// R9 — a Buffered store cannot vouch for a Synced sink.
-static_assert(std::is_same_v<co::verdict_t<log_t, guarded_t, co::AtLeastOnce<>,
-                                           co::memory::position_store<co::Buffered>>,
-                             co::rules::store_less_durable_than_sink>);
+// R9 follows the step order. AtMostOnce makes the position durable first: a Buffered store
+// cannot vouch for a Synced sink (a power loss would replay into rows the sink kept).
+static_assert(
+    std::is_same_v<co::verdict_t<log_t, append_t, co::AtMostOnce<>,
+                                 co::with_store<co::memory::position_store<co::Buffered>>>,
+                   co::rules::store_less_durable_than_sink>);
+// AtLeastOnce makes the write durable first: a Synced sink with a Buffered store only replays.
+static_assert(co::can_make_pipeline<log_t, guarded_t, co::AtLeastOnce<>,
+                                    co::with_store<co::memory::position_store<co::Buffered>>>);
+// ...but a Buffered sink (synchronous=NORMAL) behind a Synced store loses rows a position
+// vouches for.
+static_assert(std::is_same_v<
+              co::verdict_t<log_t,
+                            sq::guarded_upsert_sink<crash_lab::orders_flat, sq::synchronous_normal>,
+                            co::AtLeastOnce<>, co::with_store<store_t>>,
+              co::rules::sink_less_durable_than_store>);
+// R9c: a log synced only on flush cannot back a Synced position.
+static_assert(std::is_same_v<
+              co::verdict_t<crash_lab::order_producer_log, guarded_t, co::TransactionalPosition<>>,
+              co::rules::source_less_durable_than_position>);

@@ -32,14 +32,14 @@ static_assert(co::has_capability_v<upsert_t, co::Idempotent> &&
 static_assert(!co::has_capability_v<append_t, co::Idempotent> &&
               !co::has_capability_v<append_t, co::OffsetGuarded> &&
               co::has_capability_v<append_t, co::Transactional>);
-static_assert(std::is_same_v<co::sink_durability_t<guarded_t>, co::Synced>);
-static_assert(std::is_same_v<
-              co::sink_durability_t<sq::guarded_upsert_sink<orders_flat, sq::synchronous_normal>>,
-              co::Buffered>);
+static_assert(std::is_same_v<co::durability_t<guarded_t>, co::Synced>);
+static_assert(
+    std::is_same_v<co::durability_t<sq::guarded_upsert_sink<orders_flat, sq::synchronous_normal>>,
+                   co::Buffered>);
 static_assert(std::is_same_v<co::sink_key_t<guarded_t>, co::key<&order_event::order_id>>);
 static_assert(std::is_same_v<co::sink_key_t<append_t>, co::no_key>);
 static_assert(co::fencing_sink<guarded_t> && co::watermarked_sink<guarded_t>);
-static_assert(std::is_same_v<co::store_durability_t<sq::position_store<>>, co::Synced>);
+static_assert(std::is_same_v<co::durability_t<sq::position_store<>>, co::Synced>);
 
 namespace {
 
@@ -135,12 +135,12 @@ TEST_CASE("a write failing mid-batch under TransactionalPosition rolls the batch
       return guarded_t::apply(o, e);
     }
   };
-  co::memory::log<order_event> log;
+  co::memory::log<order_event, co::Synced> log;
   for (std::int64_t i = 0; i < 10; ++i)
     log.append(order(i % 3, i, i / 3 + 1));
   failing_sink sink(dir / "db.sqlite");
-  co::pipeline<co::memory::log<order_event>, failing_sink, co::TransactionalPosition<>> p(
-      log, sink, co::settings{.batch_size = 5});
+  co::pipeline<co::memory::log<order_event, co::Synced>, failing_sink, co::TransactionalPosition<>>
+      p(log, sink, co::settings{.batch_size = 5});
   CHECK(p.poll_once() == 5);
   const auto after_first = rows_of(sink.database());
   sink.fail_at = 7;
@@ -159,10 +159,10 @@ TEST_CASE("a write failing mid-batch under TransactionalPosition rolls the batch
 
 TEST_CASE("fencing: a stale owner on the same database file is fenced and writes nothing") {
   scratch_dir dir;
-  co::memory::log<order_event> log;
+  co::memory::log<order_event, co::Synced> log;
   for (std::int64_t i = 0; i < 20; ++i)
     log.append(order(i % 4, i * 10, i / 4 + 1));
-  using reader_t = co::memory::log<order_event>::reader;
+  using reader_t = co::memory::log<order_event, co::Synced>::reader;
   using pipeline_t = co::pipeline<reader_t, guarded_t, co::TransactionalPosition<>>;
   const sq::sink_options options{.stream = "orders"};
 

@@ -16,7 +16,7 @@ template <class... Caps>
 struct recording_sink {
   using row_type = order_event;
   using key_type = order_key;
-  using capabilities = co::capabilities<Caps...>;
+  using capabilities = co::with_default_durability_t<co::capabilities<Caps...>, co::Volatile>;
 
   trace* log;
   std::optional<co::position> stored{};
@@ -32,7 +32,7 @@ struct recording_sink {
 };
 
 struct recording_store {
-  using capabilities = co::capabilities<co::Replicated>;
+  using capabilities = co::capabilities<co::Volatile>;
   trace* log;
   std::optional<co::position> stored{};
   std::optional<co::position> load() const { return stored; }

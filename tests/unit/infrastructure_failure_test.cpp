@@ -16,7 +16,8 @@ namespace {
 struct stubborn_table {
   using row_type = order_event;
   using key_type = order_key;
-  using capabilities = co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional>;
+  using capabilities =
+      co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Volatile>;
   guarded_tx_table* inner;
   int fail_begins = 0;
   int fail_commits = 0;

@@ -157,7 +157,8 @@ TEST_CASE("a failed write inside the transaction rolls back the unit") {
   struct failing_sink {
     using row_type = order_event;
     using key_type = order_key;
-    using capabilities = co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional>;
+    using capabilities =
+        co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Volatile>;
     guarded_tx_table inner;
     co::offset fail_at;
     void apply(co::offset o, const order_event& e) {

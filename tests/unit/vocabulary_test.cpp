@@ -45,23 +45,23 @@ struct co::capability_traits<third_party_sink> {
 
 static_assert(co::has_capability_v<declares_nested, co::Idempotent>);
 static_assert(!co::has_capability_v<declares_nested, co::Transactional>);
-static_assert(std::is_same_v<co::sink_durability_t<declares_nested>, co::Synced>);
+static_assert(std::is_same_v<co::durability_t<declares_nested>, co::Synced>);
 static_assert(co::max_transaction_rows_v<declares_nested> == 50);
 static_assert(co::has_capability_v<third_party_sink, co::DuplicatesHarmless>);
-static_assert(std::is_same_v<co::sink_durability_t<third_party_sink>, co::Replicated>);
+static_assert(std::is_same_v<co::durability_t<third_party_sink>, co::Replicated>);
 static_assert(co::max_transaction_rows_v<third_party_sink> == 0);
-// Undeclared durability: a sink is assumed durable, a store is assumed volatile (R9's safe side).
-static_assert(std::is_same_v<co::sink_durability_t<int>, co::Synced>);
-static_assert(std::is_same_v<co::store_durability_t<int>, co::Volatile>);
+// Durability is declared, never assumed: a part without a level is refused by S23-S25.
+static_assert(!co::declares_durability<int>);
+static_assert(co::declares_durability<co::memory::position_store<co::Volatile>>);
 static_assert(co::Volatile::rank < co::Buffered::rank && co::Buffered::rank < co::Synced::rank &&
               co::Synced::rank < co::Replicated::rank);
-// The testing kit's table is Volatile unless told otherwise.
-static_assert(std::is_same_v<co::sink_durability_t<test_support::upsert_table>, co::Volatile>);
-static_assert(
-    std::is_same_v<
-        co::sink_durability_t<co::memory::table<order_event, test_support::order_key,
-                                                co::capabilities<co::Idempotent, co::Synced>>>,
-        co::Synced>);
+// The testing kit's table and log are Volatile unless told otherwise.
+static_assert(std::is_same_v<co::durability_t<test_support::upsert_table>, co::Volatile>);
+static_assert(std::is_same_v<co::durability_t<test_support::order_log>, co::Volatile>);
+static_assert(std::is_same_v<
+              co::durability_t<co::memory::table<order_event, test_support::order_key,
+                                                 co::capabilities<co::Idempotent, co::Synced>>>,
+              co::Synced>);
 
 // ---- records -------------------------------------------------------------------------------
 
@@ -105,16 +105,16 @@ struct line_item {
 };
 using item_key = co::key<&line_item::order_id, &line_item::event_seq>;
 
-static_assert(co::event_derived_key<item_key, line_item>);
+static_assert(co::stateless_key<item_key, line_item>);
 static_assert(
-    co::event_derived_key<decltype([](const line_item& e) { return e.order_id; }), line_item>);
-static_assert(!co::event_derived_key<decltype([n = 0](const line_item&) { return n; }), line_item>,
+    co::stateless_key<decltype([](const line_item& e) { return e.order_id; }), line_item>);
+static_assert(!co::stateless_key<decltype([n = 0](const line_item&) { return n; }), line_item>,
               "a key with state is consumer-derived");
-static_assert(!co::event_derived_key<decltype([] { return 4; }), line_item>,
+static_assert(!co::stateless_key<decltype([] { return 4; }), line_item>,
               "a key that needs no event (a UUID, now()) is consumer-derived");
-static_assert(!co::event_derived_key<decltype([](auto&&...) { return 4; }), line_item>,
+static_assert(!co::stateless_key<decltype([](auto&&...) { return 4; }), line_item>,
               "a key callable without the event is consumer-derived");
-static_assert(!co::event_derived_key<long (*)(const line_item&), line_item>,
+static_assert(!co::stateless_key<long (*)(const line_item&), line_item>,
               "a function pointer is state: which function is only known at run time");
 
 TEST_CASE("key<> projects the event's members, in order") {

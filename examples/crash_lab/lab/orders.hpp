@@ -37,9 +37,13 @@ struct orders_flat final
                                   sq::column<"total_cents", &order_event::total_cents>,
                                   sq::column<"event_seq", &order_event::event_seq>>> {};
 
-/// The log the lab consumes. Written once, with one flush at the end (the producer is not
-/// under test); small segments, so consumers cross segment boundaries.
-using order_log =
+/// The log the lab consumes: every record it holds is durable (Synced), as rule R9c demands of
+/// a source whose positions are kept durably. Small segments, so consumers cross segment
+/// boundaries.
+using order_log = co::file::log<order_event>;
+/// The same log as the producer writes it: buffered appends and one flush at the end (the
+/// producer is not under test), after which every record is as durable as `order_log` says.
+using order_producer_log =
     co::file::log<order_event, co::file::trivial_codec<order_event>, co::file::sync_on_flush>;
 
 inline co::file::log_options lab_log_options() {
@@ -51,7 +55,7 @@ inline co::file::log_options lab_log_options() {
 inline void write_orders(const std::filesystem::path& dir, std::int64_t records,
                          std::int64_t orders, std::uint64_t seed) {
   std::filesystem::remove_all(dir);
-  order_log log(dir, lab_log_options());
+  order_producer_log log(dir, lab_log_options());
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::int64_t> pick_order(1, orders);
   std::uniform_int_distribution<std::int64_t> pick_total(100, 500000);

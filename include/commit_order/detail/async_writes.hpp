@@ -100,9 +100,6 @@ class async_writes final {
     return std::exchange(failures_, {});
   }
 
-  /// Waits until no task is outstanding (each has completed, failed or been abandoned).
-  void wait_idle() { wait_below(1); }
-
  private:
   std::mutex mutex_;
   std::condition_variable changed_;

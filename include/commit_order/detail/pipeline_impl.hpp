@@ -45,9 +45,81 @@ namespace commit_order::detail {
 /// An empty member for state a configuration does not need.
 struct nothing final {};
 
+/// What the loop derives from a configuration, in one place. Only instantiated for a
+/// configuration that passed every rule, so it may name whatever the rules guarantee.
+template <class Config>
+struct loop_traits final {
+  using source_type = typename Config::source_type;
+  using sink_type = typename Config::sink_type;
+  using policy_type = typename Config::policy_type;
+  using handling = typename Config::error_handling_type;
+  using event_type = event_t<source_record_t<source_type>>;
+  using steps = effective_steps_t<policy_type>;
+  using clock =
+      std::conditional_t<Config::has_clock, typename Config::clock_type, std::chrono::steady_clock>;
+
+  static constexpr step_order_facts facts = facts_of_v<steps>;
+  static constexpr bool has_store = Config::has_store;
+  static constexpr bool has_dead_letters = Config::has_dead_letters;
+  /// Writes handed to an executor complete out of order; the position follows a tracker.
+  static constexpr bool async = Config::has_executor;
+  /// Under an executor, a position committed after the write covers only completed records.
+  static constexpr bool tracked_commit =
+      async && facts.uses_position_store && facts.write_durable_at < facts.position_durable_at;
+  static constexpr bool auto_commit = facts.position_on_timer;
+  /// A write step over a Transactional sink is one sink transaction, under every policy: a
+  /// unit costs one commit and is all-or-nothing. Where the policy has no Begin of its own the
+  /// write step opens and commits it; the position step keeps its place in the order.
+  static constexpr bool implicit_tx =
+      !facts.uses_transaction && !async && has_capability_v<sink_type, Transactional>;
+  /// The unit's writes are one transaction: a failure rolls all of them back.
+  static constexpr bool tx_unit = facts.uses_transaction || implicit_tx;
+  static constexpr bool fencing = facts.position_in_sink && fencing_sink<sink_type>;
+  static constexpr bool faults_enabled = Config::has_faults;
+  /// A non-transactional write followed by a position commit leaves a durable prefix behind a
+  /// failed record; the position may cover exactly that prefix.
+  static constexpr bool prefix_commit = !tx_unit && facts.uses_position_store &&
+                                        !facts.position_on_timer &&
+                                        facts.write_durable_at < facts.position_durable_at;
+  /// Non-transactional writes retry and dead-letter per record; a transactional unit is rolled
+  /// back and re-run whole, because the sink may have aborted its transaction.
+  static constexpr bool per_record_handling =
+      !tx_unit && (handling::retries > 0 || handling::dead_letters);
+  /// Only a transactional unit that retries counts retries per failed record.
+  static constexpr bool unit_retries = tx_unit && handling::retries > 0;
+  static constexpr bool unit_dead_letters = tx_unit && handling::dead_letters;
+};
+
+namespace surface {
+template <class P>
+struct policy_view {
+  using steps = step_list<>;
+  using guarantee = MayLoseAndDuplicate;
+};
+template <policy P>
+struct policy_view<P> {
+  using steps = effective_steps_t<P>;
+  using guarantee = guarantee_t<P>;
+};
+}  // namespace surface
+
 /// Stands in for the loop of an illegal pipeline, so the rule's static_assert is the only
-/// error: it accepts any constructor arguments and offers the public members.
-struct rejected_pipeline {
+/// error: it accepts any constructor arguments and offers the whole public surface of
+/// `pipeline_impl` (checked by tests/compile_fail/cases/rejected_surface.cpp).
+template <class Config>
+class rejected_pipeline {
+ public:
+  using source_type = typename Config::source_type;
+  using sink_type = typename Config::sink_type;
+  using policy_type = typename Config::policy_type;
+  using store_type = typename Config::store_type;
+  using observer_type = typename Config::observer_type;
+  using faults_type = typename Config::faults_type;
+  using dead_letters_type = typename Config::dead_letters_type;
+  using executor_type = typename Config::executor_type;
+  using steps = typename surface::policy_view<policy_type>::steps;
+  using guarantee = typename surface::policy_view<policy_type>::guarantee;
+
   template <class... Args>
   explicit rejected_pipeline(Args&&...) {}
   position recover() { return position{}; }
@@ -56,71 +128,70 @@ struct rejected_pipeline {
   [[nodiscard]] position read_position() const { return position{}; }
   [[nodiscard]] position committed_position() const { return position{}; }
   [[nodiscard]] commit_order::progress progress() const { return {}; }
+  [[nodiscard]] observer_type& observer() noexcept { return observer_; }
+  [[nodiscard]] const observer_type& observer() const noexcept { return observer_; }
+  [[nodiscard]] faults_type& faults() noexcept { return faults_; }
+
+ private:
+  [[no_unique_address]] observer_type observer_{};
+  [[no_unique_address]] faults_type faults_{};
 };
 
-template <class Source, class Sink, class Policy, class Parts>
+template <class Config>
 class pipeline_impl {
+  using traits = loop_traits<Config>;
+  using Source = typename Config::source_type;
+  using Sink = typename Config::sink_type;
+  using Policy = typename Config::policy_type;
+
  public:
   using source_type = Source;
   using sink_type = Sink;
   using policy_type = Policy;
-  using store_type = typename Parts::store;
-  using observer_type = typename Parts::observer;
-  using faults_type = typename Parts::faults;
-  using dead_letters_type = typename Parts::dead_letters;
-  using executor_type = typename Parts::executor;
-  using steps = effective_steps_t<Policy>;
+  using store_type = typename Config::store_type;
+  using observer_type = typename Config::observer_type;
+  using faults_type = typename Config::faults_type;
+  using dead_letters_type = typename Config::dead_letters_type;
+  using executor_type = typename Config::executor_type;
+  using steps = typename traits::steps;
   using guarantee = guarantee_t<Policy>;
 
  private:
   using Store = store_type;
   using DeadLetters = dead_letters_type;
-  using Clock = typename Parts::clock;
-  using Transform = typename Parts::transform;
-  using Handling = typename Parts::error_handling;
+  using Clock = typename traits::clock;
+  using Transform = typename Config::transform_type;
+  using Handling = typename Config::error_handling_type;
   using time_point = typename Clock::time_point;
   using Executor = executor_type;
-  using Event = event_t<source_record_t<Source>>;
+  using Event = typename traits::event_type;
 
-  static constexpr step_order_facts facts = facts_of_v<steps>;
-  static constexpr bool has_store = !std::is_same_v<Store, no_position_store>;
-  static constexpr bool has_dead_letters = !std::is_same_v<DeadLetters, no_dead_letters>;
-  // Writes handed to an executor complete out of order; the position follows a tracker.
-  static constexpr bool async = !std::is_same_v<Executor, no_executor>;
-  // Under an executor, a position committed after the write covers only completed records.
-  static constexpr bool tracked_commit =
-      async && facts.uses_position_store && facts.write_durable_at < facts.position_durable_at;
-  static constexpr bool auto_commit = facts.position_on_timer;
-  static constexpr bool tx_unit = facts.uses_transaction;
-  static constexpr bool fencing = facts.position_in_sink && fencing_sink<Sink>;
-  static constexpr bool faults_enabled = requires(faults_type & f, const fault_point& p) {
-    f.at(p);
-  };
-  // A non-transactional write followed by a position commit leaves a durable prefix behind a
-  // failed record; the position may cover exactly that prefix.
-  static constexpr bool prefix_commit = !facts.uses_transaction && facts.uses_position_store &&
-                                        !facts.position_on_timer &&
-                                        facts.write_durable_at < facts.position_durable_at;
-  // Non-transactional writes retry and dead-letter per record; a transactional unit is rolled
-  // back and re-run whole, because the sink may have aborted its transaction.
-  static constexpr bool per_record_handling =
-      !tx_unit && (Handling::retries > 0 || Handling::dead_letters);
+  static constexpr step_order_facts facts = traits::facts;
+  static constexpr bool has_store = traits::has_store;
+  static constexpr bool has_dead_letters = traits::has_dead_letters;
+  static constexpr bool async = traits::async;
+  static constexpr bool tracked_commit = traits::tracked_commit;
+  static constexpr bool auto_commit = traits::auto_commit;
+  static constexpr bool implicit_tx = traits::implicit_tx;
+  static constexpr bool tx_unit = traits::tx_unit;
+  static constexpr bool fencing = traits::fencing;
+  static constexpr bool faults_enabled = traits::faults_enabled;
+  static constexpr bool prefix_commit = traits::prefix_commit;
+  static constexpr bool per_record_handling = traits::per_record_handling;
+  // AutoCommit's timer is consulted at every step boundary and, outside a sink transaction,
+  // after every row. Inside one it waits for the transaction's boundary: the hazard is the same
+  // (the position already moved past rows whose transaction has not committed), and a store on
+  // a second connection to the same database could not commit under the transaction's lock.
+  static constexpr bool row_timer = auto_commit && !implicit_tx;
 
  public:
   /// `pipeline(source, sink, extras...)`: the extras are the parts the options name — the
   /// position store, the dead-letter sink, the executor — and `settings`, in any order.
-  template <class... Extras>
-  explicit pipeline_impl(Source& source, Sink& sink, Extras&&... extras)
-      : source_(&source), sink_(&sink) {
-    static_assert(!has_store || (std::is_same_v<std::remove_cvref_t<Extras>, Store> || ...),
-                  "commit_order: pass the position store named by with_store<> to the constructor");
-    static_assert(
-        !has_dead_letters || (std::is_same_v<std::remove_cvref_t<Extras>, DeadLetters> || ...),
-        "commit_order: pass the dead-letter sink named by with_dead_letters<> to the "
-        "constructor");
-    static_assert(!async || (std::is_same_v<std::remove_cvref_t<Extras>, Executor> || ...),
-                  "commit_order: pass the executor named by with_executor<> to the constructor");
-    (bind(std::forward<Extras>(extras)), ...);
+  /// `pipeline`'s own constructor refuses every misuse with a message before this runs; here an
+  /// argument that does not fit is ignored, so that message is the only error.
+  template <class... Args>
+  explicit pipeline_impl(Args&&... args) {
+    bind_all(std::forward<Args>(args)...);
     validate(settings_);
     configured_limit_ = configured_limit(settings_);
     if constexpr (async)
@@ -187,8 +258,7 @@ class pipeline_impl {
       }
       auto first = std::ranges::begin(batch);
       read_ = position::after(offset_of(first[static_cast<std::ptrdiff_t>(n - 1)]));
-      if constexpr (requires { observer_.on_poll(n, read_); })
-        observer_.on_poll(n, read_);
+      notify<events::polled>(n, read_);
       tick();
       const std::size_t unit = unit_size(n);
       if (unit >= n) [[likely]] {
@@ -293,11 +363,11 @@ class pipeline_impl {
       unit_index = units_started_++;
     // Each failed record gets its own retries, however many re-runs of the unit it takes.
     // Only a transactional unit that retries needs the count; elsewhere it does not exist.
-    static constexpr bool unit_retries = tx_unit && Handling::retries > 0;
+    static constexpr bool unit_retries = traits::unit_retries;
     [[maybe_unused]] std::conditional_t<unit_retries, std::vector<std::pair<offset, std::size_t>>,
                                         nothing>
         retries_used{};
-    if constexpr (Handling::dead_letters && tx_unit)
+    if constexpr (traits::unit_dead_letters)
       skipped_.clear();
     for (;;) {
       try {
@@ -346,8 +416,7 @@ class pipeline_impl {
         committed_ = prefix;
       }
     }
-    if constexpr (requires { observer_.on_record_failed(bad); })
-      observer_.on_record_failed(bad);
+    notify<events::record_failed>(bad);
     std::throw_with_nested(record_failed(bad, committed_, e.what()));
   }
 
@@ -378,55 +447,14 @@ class pipeline_impl {
       for (It it = first; it != last; ++it)
         hand_out(offset_of(*it), event_of(*it));
     } else if constexpr (Step == step_kind::write) {
-      if constexpr (per_record_handling) {
-        std::size_t row = 0;
-        for (It it = first; it != last; ++it) {
-          write_handled(offset_of(*it), event_of(*it));
-          if constexpr (auto_commit)
-            tick();
-          fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
-        }
-      } else {
-        // One handler for the whole loop: it reads the failing record from `it`, so the loop
-        // itself carries nothing extra for the failure path.
-        // The sink is held in a local: through the member pointer, every write could (for all
-        // the compiler knows) have changed it, and each record would reload it.
-        Sink& sink = *sink_;
-        It it = first;
-        try {
-          std::size_t row = 0;
-          for (; it != last; ++it) {
-            if constexpr (Handling::dead_letters && tx_unit) {
-              if (is_skipped(offset_of(*it)))
-                continue;
-            }
-            apply_one(sink, offset_of(*it), event_of(*it));
-            if constexpr (auto_commit) {
-              // A real auto-commit timer fires whenever it likes, mid-write included; a
-              // failing timer commit is not the record's failure, so it leaves this handler.
-              timer_exception_ = nullptr;
-              try {
-                tick();
-              } catch (...) {
-                timer_exception_ = std::current_exception();
-              }
-              if (timer_exception_)
-                break;
-            }
-            if constexpr (faults_enabled) {
-              fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
-            }
-          }
-        } catch (const infrastructure_error&) {
-          throw;  // the world's failure, not the record's: no handling blames the record
-        } catch (const std::exception&) {
-          failed_ = offset_of(*it);
-          throw;
-        }
-        if constexpr (auto_commit) {
-          if (timer_exception_)
-            std::rethrow_exception(std::exchange(timer_exception_, nullptr));
-        }
+      if constexpr (implicit_tx) {
+        sink_->begin();
+        tx_open_ = true;
+      }
+      write_rows<Step, Index>(first, last, unit_end, unit_index);
+      if constexpr (implicit_tx) {
+        sink_->commit();
+        tx_open_ = false;
       }
     } else if constexpr (Step == step_kind::commit_position && tracked_commit) {
       // Out-of-order completion: cover what has completed, never what is still running.
@@ -472,6 +500,62 @@ class pipeline_impl {
         std::rethrow_exception(original);
       } catch (...) {
         std::throw_with_nested(rollback_failed(why));
+      }
+    }
+  }
+
+  // The rows of one unit, on the pipeline's thread.
+  template <step_kind Step, std::size_t Index, class It>
+  COMMIT_ORDER_INLINE void write_rows(It first, It last, position unit_end,
+                                      std::size_t unit_index) {
+    if constexpr (per_record_handling) {
+      std::size_t row = 0;
+      for (It it = first; it != last; ++it) {
+        write_handled(offset_of(*it), event_of(*it));
+        if constexpr (auto_commit)
+          tick();
+        fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
+      }
+    } else {
+      // One handler for the whole loop: it reads the failing record from `it`, so the loop
+      // itself carries nothing extra for the failure path.
+      // The sink is held in a local: through the member pointer, every write could (for all
+      // the compiler knows) have changed it, and each record would reload it.
+      Sink& sink = *sink_;
+      It it = first;
+      try {
+        std::size_t row = 0;
+        for (; it != last; ++it) {
+          if constexpr (traits::unit_dead_letters) {
+            if (is_skipped(offset_of(*it)))
+              continue;
+          }
+          apply_one(sink, offset_of(*it), event_of(*it));
+          if constexpr (row_timer) {
+            // A real auto-commit timer fires whenever it likes, mid-write included; a
+            // failing timer commit is not the record's failure, so it leaves this handler.
+            timer_exception_ = nullptr;
+            try {
+              tick();
+            } catch (...) {
+              timer_exception_ = std::current_exception();
+            }
+            if (timer_exception_)
+              break;
+          }
+          if constexpr (faults_enabled) {
+            fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
+          }
+        }
+      } catch (const infrastructure_error&) {
+        throw;  // the world's failure, not the record's: no handling blames the record
+      } catch (const std::exception&) {
+        failed_ = offset_of(*it);
+        throw;
+      }
+      if constexpr (row_timer) {
+        if (timer_exception_)
+          std::rethrow_exception(std::exchange(timer_exception_, nullptr));
       }
     }
   }
@@ -563,9 +647,7 @@ class pipeline_impl {
       if constexpr (tracked_commit)
         commit_completed();
       const auto& first = failures.front();
-      if constexpr (requires { observer_.on_record_failed(first.at); }) {
-        observer_.on_record_failed(first.at);
-      }
+      notify<events::record_failed>(first.at);
       try {
         std::rethrow_exception(first.error);
       } catch (const std::exception& e) {
@@ -623,27 +705,29 @@ class pipeline_impl {
     }
   }
 
+  template <class S, class K, class... Extras>
+  void bind_all(S&& source, K&& sink, Extras&&... extras) {
+    if constexpr (std::is_same_v<S, Source&>)
+      source_ = &source;
+    if constexpr (std::is_same_v<K, Sink&>)
+      sink_ = &sink;
+    (bind(std::forward<Extras>(extras)), ...);
+  }
+  void bind_all() {}
+  template <class S>
+  void bind_all(S&&) {}
+
   template <class X>
   void bind(X&& x) {
     using T = std::remove_cvref_t<X>;
     if constexpr (std::is_same_v<T, settings>) {
       settings_ = x;
-    } else if constexpr (has_store && std::is_same_v<T, Store>) {
-      static_assert(std::is_lvalue_reference_v<X>,
-                    "commit_order: the position store must outlive the pipeline: pass an lvalue");
+    } else if constexpr (has_store && std::is_same_v<X, Store&>) {
       store_ = &x;
-    } else if constexpr (has_dead_letters && std::is_same_v<T, DeadLetters>) {
-      static_assert(std::is_lvalue_reference_v<X>,
-                    "commit_order: the dead-letter sink must outlive the pipeline: pass an lvalue");
+    } else if constexpr (has_dead_letters && std::is_same_v<X, DeadLetters&>) {
       dead_letters_ = &x;
-    } else if constexpr (async && std::is_same_v<T, Executor>) {
-      static_assert(std::is_lvalue_reference_v<X>,
-                    "commit_order: the executor must outlive the pipeline: pass an lvalue");
+    } else if constexpr (async && std::is_same_v<X, Executor&>) {
       executor_ = &x;
-    } else {
-      static_assert(!sizeof(T*),
-                    "commit_order: unexpected constructor argument -- pass the source, the sink, "
-                    "then the parts the options name (store, dead letters, executor) and settings");
     }
   }
 
@@ -677,24 +761,22 @@ class pipeline_impl {
   COMMIT_ORDER_INLINE void apply_one(Sink& sink, offset o, const Event& event) {
     decltype(auto) row = transform_(event);
     if constexpr (std::is_same_v<decltype(sink.apply(o, row)), write_outcome> &&
-                  requires { observer_.on_replay_absorbed(o); }) {
+                  observes<observer_type, events::replay_absorbed, offset>) {
       if (sink.apply(o, row) == write_outcome::absorbed) {
-        observer_.on_replay_absorbed(o);
+        notify<events::replay_absorbed>(o);
         return;
       }
     } else {
       sink.apply(o, row);
     }
-    if constexpr (requires { observer_.on_row_written(o); })
-      observer_.on_row_written(o);
+    notify<events::row_written>(o);
   }
 
   template <class Event>
   void put_dead_letter(offset o, const Event& event, const char* reason) {
     if constexpr (has_dead_letters) {
       dead_letters_->put(o, event, reason);
-      if constexpr (requires { observer_.on_dead_letter(o); })
-        observer_.on_dead_letter(o);
+      notify<events::dead_lettered>(o);
     }
   }
 
@@ -711,9 +793,7 @@ class pipeline_impl {
         store_->commit(read_);
         committed_ = read_;
         last_auto_commit_ = now;
-        if constexpr (requires { observer_.on_auto_commit(read_); }) {
-          observer_.on_auto_commit(read_);
-        }
+        notify<events::auto_committed>(read_);
       }
     }
   }
@@ -729,14 +809,14 @@ class pipeline_impl {
     }
   }
 
-  COMMIT_ORDER_INLINE void notify_unit_committed(position p) {
-    if constexpr (requires { observer_.on_unit_committed(p); })
-      observer_.on_unit_committed(p);
+  template <class E, class... A>
+  COMMIT_ORDER_INLINE void notify(const A&... args) {
+    if constexpr (observes<observer_type, E, A...>)
+      observer_.on(E{}, args...);
   }
-  void notify_retry(offset o, std::size_t attempt) {
-    if constexpr (requires { observer_.on_retry(o, attempt); })
-      observer_.on_retry(o, attempt);
-  }
+
+  COMMIT_ORDER_INLINE void notify_unit_committed(position p) { notify<events::unit_committed>(p); }
+  void notify_retry(offset o, std::size_t attempt) { notify<events::retried>(o, attempt); }
 
   Source* source_;
   Sink* sink_;
@@ -753,8 +833,7 @@ class pipeline_impl {
   [[no_unique_address]] std::conditional_t<auto_commit, time_point, nothing> last_auto_commit_{};
   [[no_unique_address]] std::conditional_t<auto_commit, std::exception_ptr, nothing>
       timer_exception_{};
-  [[no_unique_address]] std::conditional_t<Handling::dead_letters && tx_unit, std::vector<offset>,
-                                           nothing>
+  [[no_unique_address]] std::conditional_t<traits::unit_dead_letters, std::vector<offset>, nothing>
       skipped_{};
   position read_{};
   position committed_{};

@@ -92,6 +92,8 @@ class log final {
   using event_type = Event;
   /// What an append() that returned survives.
   using append_durability = typename Sync::durability;
+  /// The same, as the source's declared durability (rule R9c compares it with the position's).
+  using capabilities = commit_order::capabilities<append_durability>;
 
   static constexpr std::uint64_t segment_header_bytes = 16;
   static constexpr std::uint64_t frame_header_bytes = 8;

@@ -2,8 +2,13 @@
 //
 // Part of the testing kit: a source with Kafka's offset semantics (offsets start at 0 and only
 // grow; retention deletes from the front and moves earliest()), cheap enough for benchmarks.
-// The log is itself a source with one cursor; `reader()` gives further, independent cursors
-// over the same records, as several consumers of one partition have.
+// The log is itself a source with one cursor; `make_reader()` gives further, independent cursors
+// over the same records, as several consumers of one partition have (two pipelines over the
+// log object itself would share its one cursor).
+//
+// Its durability is what the test says it stands for: `Volatile` by default (it dies with the
+// process). Rule R9c refuses a source less durable than the position stored for it, so a test
+// that pairs it with a durable sink or store names the log it stands for, `log<E, Synced>`.
 #pragma once
 
 #include <algorithm>
@@ -12,16 +17,19 @@
 #include <utility>
 #include <vector>
 
+#include "commit_order/capabilities.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
 #include "commit_order/record.hpp"
 
 namespace commit_order::memory {
 
-template <class Event>
+template <class Event, durability_level Durability = Volatile>
 class log final {
  public:
   using record_type = logged<Event>;
+  /// The durability the log stands for (rule R9c compares it with the position's).
+  using capabilities = commit_order::capabilities<Durability>;
 
   /// Appends an event and returns the offset it was given.
   offset append(Event event) {
@@ -68,6 +76,7 @@ class log final {
   /// An independent cursor over a log: a source of its own.
   class reader final {
    public:
+    using capabilities = typename log::capabilities;
     explicit reader(const log& l) noexcept : log_(&l), read_(l.earliest()) {}
     void seek(position p) { log_->seek_cursor(read_, p); }
     [[nodiscard]] std::span<const record_type> poll(std::size_t max) {

@@ -107,8 +107,6 @@ class position_table final {
     return row.stored;
   }
 
-  [[nodiscard]] const std::string& stream() const noexcept { return stream_; }
-
  private:
   std::string stream_;
   std::string table_;
