@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "power_loss/pipeline_support.hpp"
-#include "support/scratch.hpp"
 
 namespace pl = power_loss::pipelines;
 namespace co = commit_order;
@@ -22,6 +21,7 @@ namespace sq = commit_order::sqlite;
 namespace {
 
 void account_for_loss(const pl::recovery& r, const pl::acknowledgements& ack,
+                      const std::vector<pl::order_event>&, std::size_t batch,
                       power_loss::findings& f) {
   std::set<std::int64_t> present;
   for (const auto& row : r.recovered)
@@ -40,7 +40,7 @@ void account_for_loss(const pl::recovery& r, const pl::acknowledgements& ack,
                            std::to_string(unit_begin) + ", " + std::to_string(unit_end) +
                            ") the cut fell in");
   }
-  if (missing.size() > pl::batch)
+  if (missing.size() > batch)
     f.problems.push_back(std::to_string(missing.size()) + " records lost by one cut");
   f.unacknowledged_lost += static_cast<std::int64_t>(missing.size());
 
@@ -61,30 +61,20 @@ void account_for_loss(const pl::recovery& r, const pl::acknowledgements& ack,
 }  // namespace
 
 TEST_CASE("AtMostOnce, SQLite append sink + file position store: loss bounded and accounted for") {
-  using policy = co::AtMostOnce<>;
   using sink = pl::sqlite_sink_part<power_loss::default_config, sq::append_mode>;
-  using store = pl::file_store_part;
-  test_support::scratch_dir scratch;
-  const auto events = pl::reference_events(scratch / "reference");
-  const auto t = power_loss::run_cut_points(
-      "AtMostOnce, append sink (default configuration) + file position store", scratch / "root",
-      pl::prepare_log, pl::run_until_cut<policy, sink, store>,
-      [&](const pl::fs::path& root, const pl::acknowledgements& ack) {
-        power_loss::findings f;
-        const auto r = pl::recover_and_finish<policy, sink, store>(root, ack, events, f);
-        account_for_loss(r, ack, f);
-        return f;
-      },
-      power_loss::cut_options{.lost_label = "records lost without being accounted for",
-                              .tail_seeds = {0, 29}});
-  MESSAGE(t.summary());
-  CHECK(t.syncs >= pl::records);
-  CHECK(t.cut_points == t.syncs + 1);
-  CHECK(t.lost == 0);
-  CHECK(t.problem_count == 0);
-  static_assert(std::is_same_v<co::sink_durability_t<sink::type>, co::Synced>);
-  CHECK(t.count("acknowledged writes rolled back") == 0);
-  CHECK(t.count("acknowledged position commits lost") == 0);
-  // The failure direction is real: cuts inside a unit do lose its unwritten records.
-  CHECK(t.unacknowledged_lost > 0);
+  static_assert(std::is_same_v<co::durability_t<sink::type>, co::Synced>);
+  for (const std::size_t batch : pl::batches) {
+    const auto t = pl::run_pipeline_cuts<co::AtMostOnce<>, sink, pl::file_store_part>(
+        "AtMostOnce, append sink (default configuration) + file position store", batch,
+        "records lost without being accounted for", account_for_loss);
+    MESSAGE(t.summary());
+    CHECK(t.syncs >= 2 * (pl::records / batch));
+    CHECK(t.cut_points == t.syncs + 1);
+    CHECK(t.lost == 0);
+    CHECK(t.problem_count == 0);
+    CHECK(t.count("acknowledged writes rolled back") == 0);
+    CHECK(t.count("acknowledged position commits lost") == 0);
+    // The failure direction is real: cuts inside a unit do lose its unwritten records.
+    CHECK(t.unacknowledged_lost > 0);
+  }
 }

@@ -14,6 +14,7 @@
 // is judged by the same rules as the bare parts.
 #pragma once
 
+#include <array>
 #include <commit_order/adapters/file.hpp>
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
@@ -30,6 +31,7 @@
 #include "lab/orders.hpp"
 #include "power_loss/cut_points.hpp"
 #include "power_loss/sqlite_configs.hpp"
+#include "support/scratch.hpp"
 
 namespace power_loss::pipelines {
 
@@ -40,11 +42,12 @@ using crash_lab::order_event;
 using crash_lab::order_log;
 using crash_lab::orders_flat;
 
-// 40 events over 6 orders in batches of 5: every order is updated several times, and a cut can
-// fall in any of the 8 units, between any two of their rows, or inside any commit.
+// 40 events over 6 orders: every order is updated several times. Each scenario runs in units of
+// one record (a write and a commit per record: the most interleaving of the two) and of five
+// (several rows per unit); a cut can fall in any unit, between any two rows, inside any commit.
 constexpr std::int64_t records = 40;
 constexpr std::int64_t orders = 6;
-constexpr std::size_t batch = 5;
+inline constexpr std::array<std::size_t, 2> batches{1, 5};
 constexpr std::uint64_t log_seed = 8;
 inline const std::string stream = "orders";
 
@@ -197,7 +200,7 @@ inline void prepare_log(const fs::path& root) {
 
 /// Builds the pipeline over the parts and calls f(pipeline, sink).
 template <class Policy, class SinkPart, class StorePart, class F>
-void with_pipeline(acknowledgements& ack, const fs::path& root, F f) {
+void with_pipeline(acknowledgements& ack, const fs::path& root, std::size_t batch, F f) {
   using sink_t = typename SinkPart::type;
   order_log log(root / "log", crash_lab::lab_log_options());
   sink_t sink = SinkPart::make(ack, root);
@@ -215,9 +218,9 @@ void with_pipeline(acknowledgements& ack, const fs::path& root, F f) {
 
 /// The run under the shim: until the log's end, or until the power goes out.
 template <class Policy, class SinkPart, class StorePart>
-acknowledgements run_until_cut(const fs::path& root) {
+acknowledgements run_until_cut(const fs::path& root, std::size_t batch) {
   acknowledgements ack;
-  with_pipeline<Policy, SinkPart, StorePart>(ack, root, [](auto& p, auto&, const auto*) {
+  with_pipeline<Policy, SinkPart, StorePart>(ack, root, batch, [](auto& p, auto&, const auto*) {
     if (power_is_out())
       return;
     p.recover();
@@ -276,15 +279,16 @@ struct recovery {
 /// integrity, the acknowledged position and writes, and that every row is an event of the log.
 template <class Policy, class SinkPart, class StorePart>
 recovery recover_and_finish(const fs::path& root, const acknowledgements& ack,
-                            const std::vector<order_event>& log_events, findings& f) {
+                            const std::vector<order_event>& log_events, std::size_t batch,
+                            findings& f) {
   using sink_t = typename SinkPart::type;
-  constexpr bool sink_synced = std::is_same_v<co::sink_durability_t<sink_t>, co::Synced>;
+  constexpr bool sink_synced = std::is_same_v<co::durability_t<sink_t>, co::Synced>;
   recovery r;
   if (const auto verdict = StorePart::integrity(root); verdict != "ok")
     f.problems.push_back("the position database: integrity_check: " + verdict);
   acknowledgements ignored;
   with_pipeline<Policy, SinkPart, StorePart>(
-      ignored, root, [&](auto& p, auto& sink, const auto* store) {
+      ignored, root, batch, [&](auto& p, auto& sink, const auto* store) {
         if (const auto verdict = power_loss::integrity(sink.database()); verdict != "ok")
           f.problems.push_back("integrity_check: " + verdict);
         if constexpr (StorePart::none)
@@ -336,8 +340,8 @@ recovery recover_and_finish(const fs::path& root, const acknowledgements& ack,
 /// row reflects it or a later record); one that does not is lost, since the restart begins at
 /// the stored position and nothing replays it. After the run to the end: every order shows its
 /// last event, has one row, and no order went back to an older event than the cut left it.
-inline void reconcile_keyed(const recovery& r, const std::vector<order_event>& log_events,
-                            findings& f) {
+inline void reconcile_keyed(const recovery& r, const acknowledgements&,
+                            const std::vector<order_event>& log_events, std::size_t, findings& f) {
   const auto at_recovery = offsets_by_order(r.recovered);
   std::map<std::int64_t, std::int64_t> vouched;  // order -> last offset behind the position
   for (std::int64_t i = 0; i < r.stored.value_or(co::position{0}).value(); ++i)
@@ -371,6 +375,30 @@ inline void reconcile_keyed(const recovery& r, const std::vector<order_event>& l
       f.problems.push_back("order " + std::to_string(order) +
                            " went back to an older event after the recovery");
   }
+}
+
+/// Runs the scenario at every cut point, in units of `batch` records: recover_and_finish, then
+/// reconcile(recovery, acknowledgements, log events, batch, findings) for the policy's checks.
+template <class Policy, class SinkPart, class StorePart, class Reconcile>
+tally run_pipeline_cuts(const std::string& name, std::size_t batch, std::string lost_label,
+                        Reconcile reconcile) {
+  test_support::scratch_dir scratch;
+  const auto events = reference_events(scratch / "reference");
+  cut_options options;
+  options.lost_label = std::move(lost_label);
+  options.tail_seeds = {0, 29};
+  return run_cut_points(
+      name + ", units of " + std::to_string(batch), scratch / "root", prepare_log,
+      [batch](const fs::path& root) {
+        return run_until_cut<Policy, SinkPart, StorePart>(root, batch);
+      },
+      [&](const fs::path& root, const acknowledgements& ack) {
+        findings f;
+        const auto r = recover_and_finish<Policy, SinkPart, StorePart>(root, ack, events, batch, f);
+        reconcile(r, ack, events, batch, f);
+        return f;
+      },
+      options);
 }
 
 }  // namespace power_loss::pipelines

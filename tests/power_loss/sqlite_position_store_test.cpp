@@ -54,7 +54,7 @@ acknowledged commit_until_cut(const fs::path& db) {
 template <class Config>
 power_loss::findings check_store(const fs::path& db, const acknowledged& ack) {
   using store_t = typename Config::store;
-  constexpr bool synced = std::is_same_v<co::store_durability_t<store_t>, co::Synced>;
+  constexpr bool synced = std::is_same_v<co::durability_t<store_t>, co::Synced>;
   power_loss::findings f;
   {
     // The store does not expose its connection: the same database, opened as a sink would.
@@ -92,11 +92,11 @@ power_loss::findings check_store(const fs::path& db, const acknowledged& ack) {
 template <class Config>
 void run_store() {
   using store_t = typename Config::store;
-  constexpr bool synced = std::is_same_v<co::store_durability_t<store_t>, co::Synced>;
+  constexpr bool synced = std::is_same_v<co::durability_t<store_t>, co::Synced>;
   test_support::scratch_dir scratch;
   const auto t = power_loss::run_cut_points(
       "SQLite position store, " + Config::name() + " (declared " +
-          std::string(co::store_durability_t<store_t>::name) + ")",
+          std::string(co::durability_t<store_t>::name) + ")",
       scratch / "root", [](const fs::path&) {},
       [](const fs::path& root) { return commit_until_cut<Config>(root / "positions.db"); },
       [](const fs::path& root, const acknowledged& ack) {

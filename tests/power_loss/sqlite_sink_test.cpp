@@ -136,7 +136,7 @@ acknowledged write_until_cut(const fs::path& db) {
 
 template <class Sink, class Config>
 power_loss::findings check_sink(const fs::path& db, const acknowledged& ack) {
-  constexpr bool synced = std::is_same_v<co::sink_durability_t<Sink>, co::Synced>;
+  constexpr bool synced = std::is_same_v<co::durability_t<Sink>, co::Synced>;
   power_loss::findings f;
   Sink sink(db, Config::sink_options("items"));  // the recovery: a hot journal or the WAL
   if (const auto verdict = power_loss::integrity(sink.database()); verdict != "ok")
@@ -170,7 +170,7 @@ power_loss::findings check_sink(const fs::path& db, const acknowledged& ack) {
 template <class Mode, class Config>
 void run_sink(const char* sink_name) {
   using sink_t = typename Config::template sink<items, Mode>;
-  constexpr bool synced = std::is_same_v<co::sink_durability_t<sink_t>, co::Synced>;
+  constexpr bool synced = std::is_same_v<co::durability_t<sink_t>, co::Synced>;
   test_support::scratch_dir scratch;
   {
     // What the configuration really runs: read back from SQLite, printed for the record.
@@ -179,11 +179,11 @@ void run_sink(const char* sink_name) {
             << ", " << Config::name()
             << ": journal_mode=" << power_loss::pragma(probe.database(), "journal_mode")
             << " synchronous=" << power_loss::pragma(probe.database(), "synchronous")
-            << ", declared " << co::sink_durability_t<sink_t>::name);
+            << ", declared " << co::durability_t<sink_t>::name);
   }
   const auto t = power_loss::run_cut_points(
       std::string(sink_name) + ", " + Config::name() + " (declared " +
-          std::string(co::sink_durability_t<sink_t>::name) + ")",
+          std::string(co::durability_t<sink_t>::name) + ")",
       scratch / "root", [](const fs::path&) {},
       [](const fs::path& root) { return write_until_cut<sink_t, Config>(root / "sink.db"); },
       [](const fs::path& root, const acknowledged& ack) {
