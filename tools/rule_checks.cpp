@@ -23,8 +23,8 @@ namespace co = commit_order;
 
 namespace {
 
-constexpr std::string_view begin_marker = "  // BEGIN GENERATED RULE CHECKS\n";
-constexpr std::string_view end_marker = "  // END GENERATED RULE CHECKS\n";
+constexpr std::string_view begin_marker = "    // BEGIN GENERATED RULE CHECKS\n";
+constexpr std::string_view end_marker = "    // END GENERATED RULE CHECKS\n";
 
 // `text` as a C++ string literal.
 std::string literal(std::string_view text) {
@@ -53,19 +53,20 @@ std::string type_name() {
 template <class... Rules>
 std::string block(co::rules::rule_list<Rules...>) {
   std::ostringstream out;
-  out << begin_marker << "  // clang-format off\n";
+  out << begin_marker << "    // clang-format off\n";
   char hex[32];
   std::snprintf(hex, sizeof hex, "0x%016llxULL",
                 static_cast<unsigned long long>(co::rules::registry_fingerprint));
-  out << "  static_assert(rules::registry_fingerprint == " << hex << ",\n"
-      << "                \"commit_order: the rule checks in pipeline.hpp are stale -- regenerate "
+  out << "    static_assert(rules::registry_fingerprint == " << hex << ",\n"
+      << "                  \"commit_order: the rule checks in pipeline.hpp are stale -- "
+         "regenerate "
          "them with `cmake --build <dir> --target rule_checks`\");\n";
   auto one = [&out]<class Rule>(std::type_identity<Rule>) {
-    out << "  static_assert(!std::is_same_v<verdict, " << type_name<Rule>() << ">,\n"
-        << "                " << literal(Rule::message) << ");\n";
+    out << "    static_assert(!std::is_same_v<verdict, " << type_name<Rule>() << ">,\n"
+        << "                  " << literal(Rule::message) << ");\n";
   };
   (one(std::type_identity<Rules>{}), ...);
-  out << "  // clang-format on\n" << end_marker;
+  out << "    // clang-format on\n" << end_marker;
   return out.str();
 }
 

@@ -4,10 +4,11 @@
 //
 // The loop executes the policy's steps in the policy's order — the same list the guarantee is
 // derived from — so what the type promises is what the loop does. Every legality rule is
-// checked before anything that depends on the parts is instantiated: a misuse gives one
-// static_assert carrying the rule's message, and nothing after it. An illegal pipeline stands
-// on `rejected_pipeline`, which offers the whole public surface, so using its members adds no
-// second error.
+// checked when a pipeline is constructed, before anything that depends on the parts runs: a
+// misuse gives one static_assert carrying the rule's message, and nothing after it. An illegal
+// pipeline stands on `rejected_pipeline`, which offers the whole public surface, so code that
+// uses its members adds no second error. (`can_make_pipeline` and `verdict_t` answer the same
+// question for a type without constructing it.)
 #pragma once
 
 #include <cstddef>
@@ -109,112 +110,114 @@ class pipeline final
   using verdict = verdict_of_t<config>;
   using base = detail::pipeline_base_t<config>;
 
-  // ---- the rule checks: generated from rules::all_rules by tools/rule_checks.cpp ----------
-  // Regenerate with `cmake --build <dir> --target rule_checks`; never edit by hand. Exactly one
-  // of them can fail: `verdict` names the first violated rule.
-  // BEGIN GENERATED RULE CHECKS
-  // clang-format off
-  static_assert(rules::registry_fingerprint == 0x3d7beaec24ac910aULL,
-                "commit_order: the rule checks in pipeline.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
-  static_assert(!std::is_same_v<verdict, rules::unknown_option>,
-                "commit_order S0: unknown or repeated pipeline option -- each of with_store, with_clock, with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and with_executor may be given once");
-  static_assert(!std::is_same_v<verdict, rules::not_a_trigger>,
-                "commit_order S13: the policy's argument is not a commit trigger -- AtMostOnce, AtLeastOnce and TransactionalPosition take EveryRecord, EveryBatch (the default) or AutoCommit; capabilities such as Idempotent are declared by the sink");
-  static_assert(!std::is_same_v<verdict, rules::not_a_policy>,
-                "commit_order S1: Policy is not a policy -- use AtMostOnce<>, AtLeastOnce<> or TransactionalPosition<>, or give your type `steps` (a step_list) and `trigger`");
-  static_assert(!std::is_same_v<verdict, rules::malformed_step_order>,
-                "commit_order R0: the policy's step list is malformed -- Poll first, then one Write and one position step, with StorePosition between Begin and Commit");
-  static_assert(!std::is_same_v<verdict, rules::not_a_source>,
-                "commit_order S2: Source does not model commit_order::source -- it needs seek(position), poll(n) returning a sized random-access range of records, earliest() and end() returning position");
-  static_assert(!std::is_same_v<verdict, rules::source_durability_undeclared>,
-                "commit_order S25: the source declares no durability -- add `using capabilities = commit_order::capabilities<Replicated>;` (a broker), Synced (a log fsync'ed on append), Buffered or Volatile");
-  static_assert(!std::is_same_v<verdict, rules::apply_takes_mutable_row>,
-                "commit_order S14: the sink's apply takes the row by non-const reference -- declare it apply(offset, const row_type&): the pipeline never hands out a mutable row");
-  static_assert(!std::is_same_v<verdict, rules::not_a_sink>,
-                "commit_order S3: Sink does not model commit_order::sink -- it needs `using row_type = ...;` and apply(offset, const row_type&)");
-  static_assert(!std::is_same_v<verdict, rules::bad_transform>,
-                "commit_order S4: the transform must be a stateless, default-constructible function object taking the event -- e.g. a captureless lambda");
-  static_assert(!std::is_same_v<verdict, rules::row_mismatch>,
-                "commit_order S5: the sink's row_type cannot be built from the source's events -- make the sink accept the event type, or map it with_transform<F>");
-  static_assert(!std::is_same_v<verdict, rules::undeclared_capabilities>,
-                "commit_order S6: the sink declares no capabilities -- add `using capabilities = commit_order::capabilities<...>;` or specialise capability_traits");
-  static_assert(!std::is_same_v<verdict, rules::sink_durability_undeclared>,
-                "commit_order S23: the sink declares no durability -- add one of Volatile, Buffered, Synced or Replicated to its capabilities: what a write that returned survives");
-  static_assert(!std::is_same_v<verdict, rules::keyless_idempotency>,
-                "commit_order S15: the sink declares Idempotent or OffsetGuarded but names no key -- add `using key_type = commit_order::key<&Event::member...>;` for the key its upsert conflicts on, or drop the claim");
-  static_assert(!std::is_same_v<verdict, rules::transactional_shape>,
-                "commit_order S7: the sink declares Transactional but lacks begin(), commit() or rollback() -- implement them or drop the tag");
-  static_assert(!std::is_same_v<verdict, rules::transactional_position_shape>,
-                "commit_order S16: the sink declares Transactional but lacks store_position(position) or load_position() -- a Transactional sink keeps the position in its transaction");
-  static_assert(!std::is_same_v<verdict, rules::load_position_type>,
-                "commit_order S17: the sink's load_position() must return std::optional<position> -- empty before the first commit, never a sentinel such as position{0}");
-  static_assert(!std::is_same_v<verdict, rules::not_a_position_store>,
-                "commit_order S8: the position store does not model commit_order::position_store -- it needs load() returning std::optional<position> and commit(position)");
-  static_assert(!std::is_same_v<verdict, rules::store_durability_undeclared>,
-                "commit_order S24: the position store declares no durability -- add `using capabilities = commit_order::capabilities<Synced>;` (or Volatile, Buffered, Replicated): what a commit that returned survives");
-  static_assert(!std::is_same_v<verdict, rules::bad_error_handling>,
-                "commit_order S9: unknown error handling -- use stop, retry<N> or dead_letter<N>");
-  static_assert(!std::is_same_v<verdict, rules::not_dead_letters>,
-                "commit_order S10: the dead-letter sink does not model commit_order::dead_letter_sink -- it needs put(offset, const Event&, const char* reason)");
-  static_assert(!std::is_same_v<verdict, rules::not_an_executor>,
-                "commit_order S11: the executor does not model commit_order::executor, or the events cannot be copied to it -- it needs execute(std::function<void()>)");
-  static_assert(!std::is_same_v<verdict, rules::unused_dead_letters>,
-                "commit_order S12: a dead-letter sink is given but the error handling never uses it -- use dead_letter<N>, or drop with_dead_letters");
-  static_assert(!std::is_same_v<verdict, rules::unused_store>,
-                "commit_order S18: a position store is given but this policy keeps its position in the sink's transaction and would never write it -- drop with_store");
-  static_assert(!std::is_same_v<verdict, rules::unused_clock>,
-                "commit_order S19: a clock is given but only AutoCommit's timer reads one -- drop with_clock, or use an AutoCommit policy");
-  static_assert(!std::is_same_v<verdict, rules::bad_clock>,
-                "commit_order S20: the clock cannot drive AutoCommit's timer -- give it a time_point type and a static now() returning it, with durations comparable to milliseconds, like std::chrono::steady_clock");
-  static_assert(!std::is_same_v<verdict, rules::bad_fault_injector>,
-                "commit_order S21: the fault injector needs at(const fault_point&) -- with another signature (e.g. at(fault_point&)) it would never be called and a crash test never crash");
-  static_assert(!std::is_same_v<verdict, rules::observer_hook_mismatch>,
-                "commit_order S22: an observer's on(event, ...) overload does not take what the pipeline passes -- on(polled, size_t, position); on(row_written | replay_absorbed | dead_lettered | record_failed, offset); on(unit_committed | auto_committed, position); on(retried, offset, size_t)");
-  static_assert(!std::is_same_v<verdict, rules::side_effects_need_outbox>,
-                "commit_order R7: a SideEffecting sink cannot be made idempotent by ordering -- write to an outbox with a claim check and send from there");
-  static_assert(!std::is_same_v<verdict, rules::key_must_derive_from_event>,
-                "commit_order R8: the idempotency key must be a stateless projection of the event -- use key<&Event::member...>, never a UUID, a counter or now()");
-  static_assert(!std::is_same_v<verdict, rules::auto_commit_makes_order_lossy>,
-                "commit_order R2: AutoCommit makes this no-loss step order at-most-once -- the timer commits before the write; use EveryBatch or EveryRecord");
-  static_assert(!std::is_same_v<verdict, rules::auto_commit_needs_idempotent_sink>,
-                "commit_order R1: AutoCommit needs an Idempotent sink -- the timer both replays and skips records; key the sink on the event or commit explicitly");
-  static_assert(!std::is_same_v<verdict, rules::replay_needs_idempotent_sink>,
-                "commit_order R3: this policy replays after a crash and the sink would store replays as duplicate rows -- make the sink Idempotent (keyed upsert) or DuplicatesHarmless");
-  static_assert(!std::is_same_v<verdict, rules::position_needs_transactional_sink>,
-                "commit_order R4: the position cannot be stored in a sink without multi-row transactions -- use a Transactional sink, or AtLeastOnce with an Idempotent sink");
-  static_assert(!std::is_same_v<verdict, rules::transactional_position_needs_offset_guard>,
-                "commit_order R5: TransactionalPosition needs an OffsetGuarded sink -- a replayed older record would overwrite newer data; guard the upsert on source_offset");
-  static_assert(!std::is_same_v<verdict, rules::ledger_must_not_lose>,
-                "commit_order R6: this policy may lose records and the sink is a Ledger -- use AtLeastOnce with an Idempotent sink, or TransactionalPosition");
-  static_assert(!std::is_same_v<verdict, rules::position_store_missing>,
-                "commit_order R10: this policy commits its position to a position store and none was given -- pass one with with_store<Store>");
-  static_assert(!std::is_same_v<verdict, rules::sink_less_durable_than_store>,
-                "commit_order R9a: this policy makes the write durable before the position, and the sink is less durable than the position store -- a power loss would keep a position past rows that vanished; use a sink at least as durable as the store");
-  static_assert(!std::is_same_v<verdict, rules::store_less_durable_than_sink>,
-                "commit_order R9b: this policy makes the position durable before the write, and the position store is less durable than the sink -- a power loss would replay into rows the sink kept; use a store at least as durable as the sink");
-  static_assert(!std::is_same_v<verdict, rules::source_less_durable_than_position>,
-                "commit_order R9c: the source is less durable than the position stored for it -- after a power loss it could forget records behind the position and reuse their offsets; use a source at least as durable");
-  static_assert(!std::is_same_v<verdict, rules::dead_letters_missing>,
-                "commit_order R11: dead_letter error handling needs somewhere to put the records it gives up on -- pass with_dead_letters<Sink>");
-  static_assert(!std::is_same_v<verdict, rules::dead_letters_less_durable>,
-                "commit_order R12: the dead-letter sink is less durable than the sink -- the position passes a record only once it is written durably somewhere");
-  static_assert(!std::is_same_v<verdict, rules::executor_needs_concurrent_sink>,
-                "commit_order R13: writes handed to an executor run on several threads and the sink does not declare Concurrent -- make apply thread-safe and declare it, or drop with_executor");
-  static_assert(!std::is_same_v<verdict, rules::executor_splits_transaction>,
-                "commit_order R14: a sink transaction belongs to one thread and cannot span writes handed to an executor -- use AtLeastOnce with a tracker, or write on the pipeline's thread");
-  static_assert(!std::is_same_v<verdict, rules::out_of_order_needs_offset_guard>,
-                "commit_order R15: writes handed to an executor land out of order and this keyed sink has no offset guard -- an older record would overwrite a newer one; declare OffsetGuarded");
-  static_assert(!std::is_same_v<verdict, rules::retry_needs_idempotent_sink>,
-                "commit_order R16: retrying a write outside a transaction can apply it twice (it may have landed before it failed) and this sink would keep both -- make it Idempotent or DuplicatesHarmless, or use stop");
-  // clang-format on
-  // END GENERATED RULE CHECKS
-
  public:
   /// `pipeline(source, sink, parts...)`: the source and the sink (kept by reference), then the
   /// parts the options name — the position store, the dead-letter sink, the executor, each kept
   /// by reference — and `settings`, in any order.
   template <class... Args>
   explicit pipeline(Args&&... args) : base(std::forward<Args>(args)...) {
+    // The rule checks: generated from rules::all_rules by tools/rule_checks.cpp (regenerate
+    // with `cmake --build <dir> --target rule_checks`; never edit by hand). Exactly one of them
+    // can fail: `verdict` names the first violated rule. They sit here rather than in the class
+    // body so that a rejected pipeline stays a valid class (clang gives up on a class whose body
+    // failed), and code that uses its members adds no error to the rule's.
+    // BEGIN GENERATED RULE CHECKS
+    // clang-format off
+    static_assert(rules::registry_fingerprint == 0x3d7beaec24ac910aULL,
+                  "commit_order: the rule checks in pipeline.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
+    static_assert(!std::is_same_v<verdict, rules::unknown_option>,
+                  "commit_order S0: unknown or repeated pipeline option -- each of with_store, with_clock, with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and with_executor may be given once");
+    static_assert(!std::is_same_v<verdict, rules::not_a_trigger>,
+                  "commit_order S13: the policy's argument is not a commit trigger -- AtMostOnce, AtLeastOnce and TransactionalPosition take EveryRecord, EveryBatch (the default) or AutoCommit; capabilities such as Idempotent are declared by the sink");
+    static_assert(!std::is_same_v<verdict, rules::not_a_policy>,
+                  "commit_order S1: Policy is not a policy -- use AtMostOnce<>, AtLeastOnce<> or TransactionalPosition<>, or give your type `steps` (a step_list) and `trigger`");
+    static_assert(!std::is_same_v<verdict, rules::malformed_step_order>,
+                  "commit_order R0: the policy's step list is malformed -- Poll first, then one Write and one position step, with StorePosition between Begin and Commit");
+    static_assert(!std::is_same_v<verdict, rules::not_a_source>,
+                  "commit_order S2: Source does not model commit_order::source -- it needs seek(position), poll(n) returning a sized random-access range of records, earliest() and end() returning position");
+    static_assert(!std::is_same_v<verdict, rules::source_durability_undeclared>,
+                  "commit_order S25: the source declares no durability -- add `using capabilities = commit_order::capabilities<Replicated>;` (a broker), Synced (a log fsync'ed on append), Buffered or Volatile");
+    static_assert(!std::is_same_v<verdict, rules::apply_takes_mutable_row>,
+                  "commit_order S14: the sink's apply takes the row by non-const reference -- declare it apply(offset, const row_type&): the pipeline never hands out a mutable row");
+    static_assert(!std::is_same_v<verdict, rules::not_a_sink>,
+                  "commit_order S3: Sink does not model commit_order::sink -- it needs `using row_type = ...;` and apply(offset, const row_type&)");
+    static_assert(!std::is_same_v<verdict, rules::bad_transform>,
+                  "commit_order S4: the transform must be a stateless, default-constructible function object taking the event -- e.g. a captureless lambda");
+    static_assert(!std::is_same_v<verdict, rules::row_mismatch>,
+                  "commit_order S5: the sink's row_type cannot be built from the source's events -- make the sink accept the event type, or map it with_transform<F>");
+    static_assert(!std::is_same_v<verdict, rules::undeclared_capabilities>,
+                  "commit_order S6: the sink declares no capabilities -- add `using capabilities = commit_order::capabilities<...>;` or specialise capability_traits");
+    static_assert(!std::is_same_v<verdict, rules::sink_durability_undeclared>,
+                  "commit_order S23: the sink declares no durability -- add one of Volatile, Buffered, Synced or Replicated to its capabilities: what a write that returned survives");
+    static_assert(!std::is_same_v<verdict, rules::keyless_idempotency>,
+                  "commit_order S15: the sink declares Idempotent or OffsetGuarded but names no key -- add `using key_type = commit_order::key<&Event::member...>;` for the key its upsert conflicts on, or drop the claim");
+    static_assert(!std::is_same_v<verdict, rules::transactional_shape>,
+                  "commit_order S7: the sink declares Transactional but lacks begin(), commit() or rollback() -- implement them or drop the tag");
+    static_assert(!std::is_same_v<verdict, rules::transactional_position_shape>,
+                  "commit_order S16: the sink declares Transactional but lacks store_position(position) or load_position() -- a Transactional sink keeps the position in its transaction");
+    static_assert(!std::is_same_v<verdict, rules::load_position_type>,
+                  "commit_order S17: the sink's load_position() must return std::optional<position> -- empty before the first commit, never a sentinel such as position{0}");
+    static_assert(!std::is_same_v<verdict, rules::not_a_position_store>,
+                  "commit_order S8: the position store does not model commit_order::position_store -- it needs load() returning std::optional<position> and commit(position)");
+    static_assert(!std::is_same_v<verdict, rules::store_durability_undeclared>,
+                  "commit_order S24: the position store declares no durability -- add `using capabilities = commit_order::capabilities<Synced>;` (or Volatile, Buffered, Replicated): what a commit that returned survives");
+    static_assert(!std::is_same_v<verdict, rules::bad_error_handling>,
+                  "commit_order S9: unknown error handling -- use stop, retry<N> or dead_letter<N>");
+    static_assert(!std::is_same_v<verdict, rules::not_dead_letters>,
+                  "commit_order S10: the dead-letter sink does not model commit_order::dead_letter_sink -- it needs put(offset, const Event&, const char* reason)");
+    static_assert(!std::is_same_v<verdict, rules::not_an_executor>,
+                  "commit_order S11: the executor does not model commit_order::executor, or the events cannot be copied to it -- it needs execute(std::function<void()>)");
+    static_assert(!std::is_same_v<verdict, rules::unused_dead_letters>,
+                  "commit_order S12: a dead-letter sink is given but the error handling never uses it -- use dead_letter<N>, or drop with_dead_letters");
+    static_assert(!std::is_same_v<verdict, rules::unused_store>,
+                  "commit_order S18: a position store is given but this policy keeps its position in the sink's transaction and would never write it -- drop with_store");
+    static_assert(!std::is_same_v<verdict, rules::unused_clock>,
+                  "commit_order S19: a clock is given but only AutoCommit's timer reads one -- drop with_clock, or use an AutoCommit policy");
+    static_assert(!std::is_same_v<verdict, rules::bad_clock>,
+                  "commit_order S20: the clock cannot drive AutoCommit's timer -- give it a time_point type and a static now() returning it, with durations comparable to milliseconds, like std::chrono::steady_clock");
+    static_assert(!std::is_same_v<verdict, rules::bad_fault_injector>,
+                  "commit_order S21: the fault injector needs at(const fault_point&) -- with another signature (e.g. at(fault_point&)) it would never be called and a crash test never crash");
+    static_assert(!std::is_same_v<verdict, rules::observer_hook_mismatch>,
+                  "commit_order S22: an observer's on(event, ...) overload does not take what the pipeline passes -- on(polled, size_t, position); on(row_written | replay_absorbed | dead_lettered | record_failed, offset); on(unit_committed | auto_committed, position); on(retried, offset, size_t)");
+    static_assert(!std::is_same_v<verdict, rules::side_effects_need_outbox>,
+                  "commit_order R7: a SideEffecting sink cannot be made idempotent by ordering -- write to an outbox with a claim check and send from there");
+    static_assert(!std::is_same_v<verdict, rules::key_must_derive_from_event>,
+                  "commit_order R8: the idempotency key must be a stateless projection of the event -- use key<&Event::member...>, never a UUID, a counter or now()");
+    static_assert(!std::is_same_v<verdict, rules::auto_commit_makes_order_lossy>,
+                  "commit_order R2: AutoCommit makes this no-loss step order at-most-once -- the timer commits before the write; use EveryBatch or EveryRecord");
+    static_assert(!std::is_same_v<verdict, rules::auto_commit_needs_idempotent_sink>,
+                  "commit_order R1: AutoCommit needs an Idempotent sink -- the timer both replays and skips records; key the sink on the event or commit explicitly");
+    static_assert(!std::is_same_v<verdict, rules::replay_needs_idempotent_sink>,
+                  "commit_order R3: this policy replays after a crash and the sink would store replays as duplicate rows -- make the sink Idempotent (keyed upsert) or DuplicatesHarmless");
+    static_assert(!std::is_same_v<verdict, rules::position_needs_transactional_sink>,
+                  "commit_order R4: the position cannot be stored in a sink without multi-row transactions -- use a Transactional sink, or AtLeastOnce with an Idempotent sink");
+    static_assert(!std::is_same_v<verdict, rules::transactional_position_needs_offset_guard>,
+                  "commit_order R5: TransactionalPosition needs an OffsetGuarded sink -- a replayed older record would overwrite newer data; guard the upsert on source_offset");
+    static_assert(!std::is_same_v<verdict, rules::ledger_must_not_lose>,
+                  "commit_order R6: this policy may lose records and the sink is a Ledger -- use AtLeastOnce with an Idempotent sink, or TransactionalPosition");
+    static_assert(!std::is_same_v<verdict, rules::position_store_missing>,
+                  "commit_order R10: this policy commits its position to a position store and none was given -- pass one with with_store<Store>");
+    static_assert(!std::is_same_v<verdict, rules::sink_less_durable_than_store>,
+                  "commit_order R9a: this policy makes the write durable before the position, and the sink is less durable than the position store -- a power loss would keep a position past rows that vanished; use a sink at least as durable as the store");
+    static_assert(!std::is_same_v<verdict, rules::store_less_durable_than_sink>,
+                  "commit_order R9b: this policy makes the position durable before the write, and the position store is less durable than the sink -- a power loss would replay into rows the sink kept; use a store at least as durable as the sink");
+    static_assert(!std::is_same_v<verdict, rules::source_less_durable_than_position>,
+                  "commit_order R9c: the source is less durable than the position stored for it -- after a power loss it could forget records behind the position and reuse their offsets; use a source at least as durable");
+    static_assert(!std::is_same_v<verdict, rules::dead_letters_missing>,
+                  "commit_order R11: dead_letter error handling needs somewhere to put the records it gives up on -- pass with_dead_letters<Sink>");
+    static_assert(!std::is_same_v<verdict, rules::dead_letters_less_durable>,
+                  "commit_order R12: the dead-letter sink is less durable than the sink -- the position passes a record only once it is written durably somewhere");
+    static_assert(!std::is_same_v<verdict, rules::executor_needs_concurrent_sink>,
+                  "commit_order R13: writes handed to an executor run on several threads and the sink does not declare Concurrent -- make apply thread-safe and declare it, or drop with_executor");
+    static_assert(!std::is_same_v<verdict, rules::executor_splits_transaction>,
+                  "commit_order R14: a sink transaction belongs to one thread and cannot span writes handed to an executor -- use AtLeastOnce with a tracker, or write on the pipeline's thread");
+    static_assert(!std::is_same_v<verdict, rules::out_of_order_needs_offset_guard>,
+                  "commit_order R15: writes handed to an executor land out of order and this keyed sink has no offset guard -- an older record would overwrite a newer one; declare OffsetGuarded");
+    static_assert(!std::is_same_v<verdict, rules::retry_needs_idempotent_sink>,
+                  "commit_order R16: retrying a write outside a transaction can apply it twice (it may have landed before it failed) and this sink would keep both -- make it Idempotent or DuplicatesHarmless, or use stop");
+    // clang-format on
+    // END GENERATED RULE CHECKS
+
     using a = detail::arguments<config, Args&&...>;
     // One misuse, one message: only the first problem is reported, and none on top of a rule.
     if constexpr (!detail::legal_v<config>) {

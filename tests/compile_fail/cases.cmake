@@ -30,8 +30,12 @@ compile_fail_case(r8_key_without_event R8
   "commit_order R8: the idempotency key must be a stateless projection of the event")
 compile_fail_case(r8_key_ignores_event R8
   "commit_order R8: the idempotency key must be a stateless projection of the event")
-compile_fail_case(r9_store_less_durable R9
-  "commit_order R9: the position store is less durable than the sink")
+compile_fail_case(r9a_sink_less_durable_than_store R9a
+  "commit_order R9a: this policy makes the write durable before the position, and the sink is less durable")
+compile_fail_case(r9b_store_less_durable_than_sink R9b
+  "commit_order R9b: this policy makes the position durable before the write, and the position store is less durable")
+compile_fail_case(r9c_source_less_durable R9c
+  "commit_order R9c: the source is less durable than the position stored for it")
 compile_fail_case(r10_store_missing R10
   "commit_order R10: this policy commits its position to a position store and none was given")
 compile_fail_case(r11_dead_letters_missing R11
@@ -47,36 +51,79 @@ compile_fail_case(r15_out_of_order_needs_offset_guard R15
 compile_fail_case(r16_retry_needs_idempotent_sink R16
   "commit_order R16: retrying a write outside a transaction can apply it twice")
 compile_fail_case(s1_not_a_policy S1
-  "commit_order: Policy is not a policy")
+  "commit_order S1: Policy is not a policy")
 compile_fail_case(s2_not_a_source S2
-  "commit_order: Source does not model commit_order::source")
+  "commit_order S2: Source does not model commit_order::source")
 compile_fail_case(s3_not_a_sink S3
-  "commit_order: Sink does not model commit_order::sink")
+  "commit_order S3: Sink does not model commit_order::sink")
 compile_fail_case(s4_bad_transform S4
-  "commit_order: the transform must be a stateless, default-constructible function object")
+  "commit_order S4: the transform must be a stateless, default-constructible function object")
 compile_fail_case(s5_row_mismatch S5
-  "commit_order: the sink's row_type cannot be built from the source's events")
+  "commit_order S5: the sink's row_type cannot be built from the source's events")
 compile_fail_case(s6_undeclared_capabilities S6
-  "commit_order: the sink declares no capabilities")
+  "commit_order S6: the sink declares no capabilities")
 compile_fail_case(s7_transactional_shape S7
-  "commit_order: the sink declares Transactional but lacks begin/commit/rollback")
+  "commit_order S7: the sink declares Transactional but lacks begin\\(\\), commit\\(\\) or rollback\\(\\)")
 compile_fail_case(s8_not_a_position_store S8
-  "commit_order: the position store does not model commit_order::position_store")
+  "commit_order S8: the position store does not model commit_order::position_store")
 compile_fail_case(s9_bad_error_handling S9
-  "commit_order: unknown error handling")
+  "commit_order S9: unknown error handling")
 compile_fail_case(s10_not_dead_letters S10
-  "commit_order: the dead-letter sink does not model commit_order::dead_letter_sink")
+  "commit_order S10: the dead-letter sink does not model commit_order::dead_letter_sink")
 compile_fail_case(s11_not_an_executor S11
-  "commit_order: the executor does not model commit_order::executor")
+  "commit_order S11: the executor does not model commit_order::executor")
 compile_fail_case(s12_unused_dead_letters S12
-  "commit_order: a dead-letter sink is given but the error handling never uses it")
-compile_fail_case(repeated_option option
-  "commit_order: unknown or repeated pipeline option")
-compile_fail_case(unknown_option option
-  "commit_order: unknown or repeated pipeline option")
+  "commit_order S12: a dead-letter sink is given but the error handling never uses it")
+compile_fail_case(s13_not_a_trigger S13
+  "commit_order S13: the policy's argument is not a commit trigger")
+compile_fail_case(s14_apply_takes_mutable_row S14
+  "commit_order S14: the sink's apply takes the row by non-const reference")
+compile_fail_case(s15_keyless_idempotency S15
+  "commit_order S15: the sink declares Idempotent or OffsetGuarded but names no key")
+compile_fail_case(s16_transactional_position_shape S16
+  "commit_order S16: the sink declares Transactional but lacks store_position\\(position\\) or load_position\\(\\)")
+compile_fail_case(s17_load_position_type S17
+  "commit_order S17: the sink's load_position\\(\\) must return std::optional<position>")
+compile_fail_case(s18_unused_store S18
+  "commit_order S18: a position store is given but this policy keeps its position in the sink's transaction")
+compile_fail_case(s19_unused_clock S19
+  "commit_order S19: a clock is given but only AutoCommit's timer reads one")
+compile_fail_case(s20_bad_clock S20
+  "commit_order S20: the clock cannot drive AutoCommit's timer")
+compile_fail_case(s21_bad_fault_injector S21
+  "commit_order S21: the fault injector needs at\\(const fault_point&\\)")
+compile_fail_case(s22_observer_hook_mismatch S22
+  "commit_order S22: an observer's on\\(event, ...\\) overload does not take what the pipeline passes")
+compile_fail_case(s23_sink_durability_undeclared S23
+  "commit_order S23: the sink declares no durability")
+compile_fail_case(s24_store_durability_undeclared S24
+  "commit_order S24: the position store declares no durability")
+compile_fail_case(s25_source_durability_undeclared S25
+  "commit_order S25: the source declares no durability")
+compile_fail_case(repeated_option S0
+  "commit_order S0: unknown or repeated pipeline option")
+compile_fail_case(unknown_option S0
+  "commit_order S0: unknown or repeated pipeline option")
 
 # The same rules on real storage: the SQLite sink's plain append mode.
 compile_fail_case(sqlite_append_at_least_once R3
   "commit_order R3: this policy replays after a crash")
 compile_fail_case(sqlite_append_transactional R5
   "commit_order R5: TransactionalPosition needs an OffsetGuarded sink")
+
+# Constructor mistakes: pipeline's own constructor reports the first one (id "ctor").
+compile_fail_case(ctor_store_not_passed ctor
+  "commit_order: pass the position store named by with_store<> to the constructor")
+compile_fail_case(ctor_dead_letters_not_passed ctor
+  "commit_order: pass the dead-letter sink named by with_dead_letters<> to the constructor")
+compile_fail_case(ctor_wrong_type ctor
+  "commit_order: unexpected constructor argument")
+compile_fail_case(ctor_temporary_sink ctor
+  "commit_order: the sink must outlive the pipeline")
+compile_fail_case(ctor_temporary_store ctor
+  "commit_order: the position store, dead-letter sink and executor must outlive the pipeline")
+
+# The stand-in for a rejected pipeline offers every member: only the rule's error (id
+# "surface": the case checks the stand-in, through R3's message).
+compile_fail_case(rejected_surface surface
+  "commit_order R3: this policy replays after a crash")

@@ -24,6 +24,9 @@ struct order_event {
 /// The idempotency key: a projection of the event, nothing else.
 using order_key = co::key<&order_event::order_id>;
 using order_log = co::memory::log<order_event>;
+/// The same log standing for one that is fsync'ed on append, for cases whose position is
+/// durable (rule R9c: the source must be at least as durable as the position).
+using synced_log = co::memory::log<order_event, co::Synced>;
 
 /// `orders_flat` with the given capabilities, keyed on the event.
 template <class... Caps>

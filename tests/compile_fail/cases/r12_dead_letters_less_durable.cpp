@@ -14,8 +14,8 @@ using letters_t = co::memory::dead_letters<order_event, co::Volatile>;
 using letters_t = co::memory::dead_letters<order_event, co::Synced>;
 #endif
 
-void consume(order_log& log, synced_table& sink, synced_store& store, letters_t& letters) {
-  co::pipeline<order_log, synced_table, co::AtLeastOnce<>, co::with_store<synced_store>,
+void consume(synced_log& log, synced_table& sink, synced_store& store, letters_t& letters) {
+  co::pipeline<synced_log, synced_table, co::AtLeastOnce<>, co::with_store<synced_store>,
                co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters_t>>
       p(log, sink, store, letters);
   p.run();

@@ -9,7 +9,7 @@ using namespace cf;
 
 struct email_sender {
   using row_type = order_event;
-  using capabilities = co::capabilities<co::SideEffecting>;
+  using capabilities = co::capabilities<co::SideEffecting, co::Volatile>;
   void apply(co::offset, const order_event&) {}
 };
 using outbox_table = order_table<co::Idempotent>;

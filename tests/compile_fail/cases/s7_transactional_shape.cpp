@@ -11,7 +11,8 @@ using namespace cf;
 struct orders_flat_sink {
   using row_type = order_event;
   using key_type = order_key;
-  using capabilities = co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional>;
+  using capabilities =
+      co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Volatile>;
   void apply(co::offset, const order_event&) {}
 #ifndef COMMIT_ORDER_COMPILE_FAIL
   void begin() {}

@@ -20,8 +20,8 @@ void consume(order_log& log, sink_t& sink, volatile_store& store) {
   p.run();
 }
 
-void consume_again(order_log& log, other_sink_t& sink, synced_store& store) {
-  co::pipeline<order_log, other_sink_t, co::AtLeastOnce<>, co::with_store<synced_store>> p(
+void consume_again(synced_log& log, other_sink_t& sink, synced_store& store) {
+  co::pipeline<synced_log, other_sink_t, co::AtLeastOnce<>, co::with_store<synced_store>> p(
       log, sink, store);
   p.run();
 }

@@ -24,9 +24,11 @@ class io_error final : public infrastructure_error {
   std::error_code code_;
 };
 
-/// A file holds bytes that cannot be what this adapter wrote: a checksum mismatch before the
-/// tail, a segment that ends short of its successor, a position file of the wrong shape.
-/// Never repaired silently: only a torn *tail* is provably unacknowledged data.
+/// A file holds bytes that cannot be what this adapter wrote, or that were damaged since: a
+/// frame that fails its checksum and is not a torn tail (a frame cut short by the end of the
+/// newest segment, or zeros from it to the end), a segment that ends short of its successor, a
+/// position file of the wrong shape. The message names the file and, for a record, its byte
+/// and record offsets. Never repaired: only a torn *tail* is provably unacknowledged data.
 class corrupt_file final : public infrastructure_error {
  public:
   corrupt_file(const std::filesystem::path& path, const std::string& what)

@@ -1,12 +1,14 @@
 // commit_order/adapters/file/log.hpp — an append-only log in segment files: a real source.
 //
-//   commit_order::file::log<Event, Codec = trivial_codec<Event>, Sync = sync_each_append>
+//   commit_order::file::log<Event, Codec = trivial_codec<Event>, Sync = sync_each_append,
+//                           Io = detail::system_io>
 //
 // Offsets start at 0 and only grow (Kafka's convention, like memory::log). Records live in
 // segment files named by their first offset; a segment is closed once it reaches
 // `segment_bytes` and a new one is started. Retention deletes whole closed segments, which
 // moves earliest(): a consumer whose stored position lies in a deleted segment gets
-// `position_lost` from seek(), never an empty read.
+// `position_lost` from seek(), and the log's own reader, if retention overtook it, gets
+// `position_lost` from its next poll(): never an empty read, never a jump to what is left.
 //
 // On-disk format (little-endian, the same on every host):
 //   segment  = header frame*
@@ -14,10 +16,27 @@
 //   frame    = payload length (u32) | crc (u32) | payload
 //   crc      = CRC-32 of length | the record's offset (u64) | payload
 // The offset is covered by the checksum but not stored: a frame copied to the wrong place does
-// not verify. A process killed mid-append leaves a torn frame at the end of the newest
-// segment; opening the log finds the first frame that does not verify, truncates the file
-// there and never returns it as a record. Only the newest segment can be torn: a roll syncs
-// the segment it closes before the next one exists.
+// not verify.
+//
+// Torn tail or corruption. A process killed mid-append leaves a prefix of its frame at the end
+// of the newest segment; a power cut before the sync can also leave the file extended with
+// zeros. Opening the log cuts off exactly these, and nothing else, because neither can hold an
+// acknowledged record (an append returns after the whole frame is written, and under
+// sync_each_append synced):
+//   - a frame cut short by the end of the file (its header, or the payload its length names);
+//   - a first failing frame from which every byte to the end of the file is zero.
+// Any other frame that does not verify (a complete frame with a wrong checksum, whether more
+// bytes follow it or not) may be an acknowledged record that was damaged later: the log refuses
+// to open with `corrupt_file` naming the segment, the byte and the record, and changes nothing.
+// Closed segments are never repaired: the reader reports a bad frame in one as `corrupt_file`.
+// Only the newest segment can be torn: a roll syncs the segment it closes before the next one
+// exists. (One case cannot be told apart: a damaged length field in the last records that
+// makes a frame claim more bytes than the file holds reads as a torn frame.)
+//
+// A roll that fails (ENOSPC in the new header, an EIO from the directory fsync) throws from
+// append() and leaves the log appendable: the next append retries the roll, rewriting the
+// half-made segment, and no record goes to the old segment in between. Retention that fails
+// midway throws too; segments() then still names exactly the files that exist.
 //
 // Durability is what `Sync` says and nothing more: `sync_each_append` fdatasyncs before
 // append() returns (Synced); `sync_on_flush` hands appends to the OS (Buffered: they survive
@@ -25,6 +44,9 @@
 //
 // One process opens a log at a time (an advisory lock on `<dir>/.lock`), because the torn-tail
 // repair on open must never cut a frame another writer is still appending. Not thread-safe.
+//
+// `Io` is the system calls the log makes (detail::system_io): a test seam for fault injection.
+// Leave it defaulted.
 #pragma once
 
 #include <fcntl.h>
@@ -73,8 +95,9 @@ struct log_options final {
   /// 0 keeps everything. Otherwise, after each roll the oldest closed segments are deleted
   /// while the segments together hold more than this many bytes.
   std::uint64_t retention_bytes = 0;
-  /// Frames claiming a larger payload are corrupt (a torn length field), and appends of larger
-  /// events are refused.
+  /// Appends of larger encoded events are refused (codec_error). It limits appends only: a
+  /// record already in the log verifies by its checksum and is read whatever its size, so a
+  /// log written with a larger limit opens, and reads, in full.
   std::uint32_t max_record_bytes = std::uint32_t{16} << 20;
 };
 
@@ -84,7 +107,8 @@ struct segment_info final {
   std::uint64_t bytes = 0;
 };
 
-template <class Event, class Codec = trivial_codec<Event>, class Sync = sync_each_append>
+template <class Event, class Codec = trivial_codec<Event>, class Sync = sync_each_append,
+          class Io = detail::system_io>
 requires codec<Codec, Event> && sync_policy<Sync>
 class log final {
  public:
@@ -102,16 +126,16 @@ class log final {
   /// Opens the log in `dir` (created if missing), repairing a torn tail.
   explicit log(std::filesystem::path dir, log_options options = {})
       : dir_(std::move(dir)), options_(options) {
-    detail::create_directories_durably(dir_);
-    lock_ = detail::lock_exclusive(dir_ / ".lock", dir_);
+    Io::create_directories_durably(dir_);
+    lock_ = Io::lock_exclusive(dir_ / ".lock", dir_);
     discover_segments();
     if (segments_.empty()) {
-      writer_ = create_segment(0);
+      writer_ = create_segment(0, false);
       segments_.push_back(segment_info{position{0}, segment_header_bytes});
       end_ = 0;
     } else {
       recover_tail();
-      writer_ = detail::open_file(path_of(segments_.back()), O_WRONLY | O_APPEND);
+      writer_ = Io::open_file(path_of(segments_.back()), O_WRONLY | O_APPEND);
     }
     reader_.next = segments_.front().base.value();
   }
@@ -141,21 +165,24 @@ class log final {
     detail::put_u32(frame_.data() + 4, frame_crc(static_cast<std::uint32_t>(payload), end_,
                                                  std::span(frame_).subspan(frame_header_bytes)));
 
-    if (segments_.back().bytes > segment_header_bytes &&
-        segments_.back().bytes + frame_.size() > options_.segment_bytes)
+    // After a failed roll the next record goes to the new segment whatever its size: put in the
+    // old one, it would lie below the base of the half-made segment, which a reopen takes for
+    // the end of the log.
+    if (roll_pending_ || (segments_.back().bytes > segment_header_bytes &&
+                          segments_.back().bytes + frame_.size() > options_.segment_bytes))
       roll();
 
     segment_info& active = segments_.back();
     const auto path = path_of(active);
     try {
-      detail::write_all(writer_, frame_, path);
+      Io::write_all(writer_, frame_, path);
       if constexpr (Sync::each_append)
-        detail::sync_data(writer_, path);
+        Io::sync_data(writer_, path);
     } catch (...) {
       // A half-written frame would sit between acknowledged records and the next append's
       // frame, where no reader could tell it from corruption: cut it off, or stop appending.
       try {
-        detail::truncate_to(writer_, active.bytes, path);
+        Io::truncate_to(writer_, active.bytes, path);
       } catch (...) {
         broken_ = true;
       }
@@ -166,7 +193,7 @@ class log final {
   }
 
   /// Makes every append so far durable (the only sync sync_on_flush does besides rolls).
-  void flush() { detail::sync_data(writer_, path_of(segments_.back())); }
+  void flush() { Io::sync_data(writer_, path_of(segments_.back())); }
 
   // ---- reading (the source concept) --------------------------------------------------------
 
@@ -182,8 +209,14 @@ class log final {
   }
 
   /// Up to `max` records from the read position; advances the read position past them. Every
-  /// record's checksum is verified. The span stays valid until the next poll().
+  /// record's checksum is verified. The span stays valid until the next poll(). When retention
+  /// deleted records this reader had not read: `position_lost{read_position(), earliest()}`,
+  /// on every poll until a seek() says where to go on (as memory::log does).
   [[nodiscard]] std::span<const record_type> poll(std::size_t max) {
+    // Moving on to earliest() instead would hand the pipeline a batch after a gap, and it would
+    // commit a position past records that never reached the sink.
+    if (reader_.next < earliest().value())
+      throw position_lost(position{reader_.next}, earliest());
     batch_.clear();
     while (batch_.size() < max && reader_.next < end_) {
       position_reader();
@@ -203,8 +236,10 @@ class log final {
 
   /// Deletes every segment whose records all lie before `p` (whole segments only, never the
   /// one being appended to), so earliest() moves to the first segment kept, which is <= p.
-  /// Like memory::log, a reader of this object positioned in a deleted segment moves to
-  /// earliest(); a consumer that recovers from an older stored position gets `position_lost`.
+  /// Like memory::log, the reader of this object stays where it is: behind earliest(), its next
+  /// poll() is `position_lost`; a consumer that recovers from an older stored position gets
+  /// `position_lost` from seek(). If an unlink fails, the segments deleted so far are gone from
+  /// segments(), the rest are kept, and the io_error propagates; calling again finishes.
   void truncate_before(position p) {
     std::size_t drop = 0;
     while (drop + 1 < segments_.size() && segments_[drop + 1].base <= p)
@@ -240,7 +275,7 @@ class log final {
         return buffer_.data() + (at - buffer_at_);
       if (buffer_.size() < std::max<std::size_t>(n, chunk))
         buffer_.resize(std::max<std::size_t>(n, chunk));
-      buffered_ = detail::read_at(file, buffer_, at, path);
+      buffered_ = Io::read_at(file, buffer_, at, path);
       buffer_at_ = at;
       return buffered_ < n ? nullptr : buffer_.data();
     }
@@ -262,7 +297,7 @@ class log final {
     chunk_reader chunks;
   };
 
-  enum class frame_status { ok, short_file, too_long, bad_checksum };
+  enum class frame_status { ok, short_file, bad_checksum };
   struct frame_result {
     frame_status status;
     std::uint32_t length = 0;
@@ -302,12 +337,16 @@ class log final {
     std::ranges::sort(segments_, {}, &segment_info::base);
   }
 
-  detail::fd create_segment(offset::value_type base) {
+  // `replace`: the file may be left over from a roll of this object that failed. No record was
+  // ever appended to it (the log never named it), so it is rewritten. Otherwise O_EXCL: a
+  // segment file that exists already holds someone's records.
+  detail::fd create_segment(offset::value_type base, bool replace) {
     const auto path = path_of(segment_info{position{base}, 0});
-    detail::fd f = detail::open_file(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL);
+    detail::fd f =
+        Io::open_file(path, O_WRONLY | O_APPEND | O_CREAT | (replace ? O_TRUNC : O_EXCL));
     write_segment_header(f, base, path);
     // The new file's name must be durable before any record in it is acknowledged.
-    detail::sync_directory(dir_);
+    Io::sync_directory(dir_);
     return f;
   }
 
@@ -317,8 +356,8 @@ class log final {
     for (std::size_t i = 0; i < magic.size(); ++i)
       header[i] = static_cast<std::byte>(magic[i]);
     detail::put_u64(header.data() + 8, static_cast<std::uint64_t>(base));
-    detail::write_all(f, header, path);
-    detail::sync_data(f, path);
+    Io::write_all(f, header, path);
+    Io::sync_data(f, path);
   }
 
   static bool header_valid(const std::byte* h, offset::value_type base) noexcept {
@@ -329,9 +368,11 @@ class log final {
   }
 
   // Reads and verifies the frame of record `at` at byte `pos` of `file`, not past `limit`.
-  frame_result check_frame(chunk_reader& chunks, const detail::fd& file,
-                           const std::filesystem::path& path, std::uint64_t pos,
-                           std::uint64_t limit, offset::value_type at) const {
+  // No size limit but the file's: a length field never makes it read more than the file holds,
+  // and a large record that verifies is a record (max_record_bytes limits appends only).
+  static frame_result check_frame(chunk_reader& chunks, const detail::fd& file,
+                                  const std::filesystem::path& path, std::uint64_t pos,
+                                  std::uint64_t limit, offset::value_type at) {
     if (pos + frame_header_bytes > limit)
       return {frame_status::short_file};
     const std::byte* header = chunks.view(file, path, pos, frame_header_bytes);
@@ -339,8 +380,6 @@ class log final {
       return {frame_status::short_file};
     const std::uint32_t length = detail::get_u32(header);
     const std::uint32_t crc = detail::get_u32(header + 4);
-    if (length > options_.max_record_bytes)
-      return {frame_status::too_long, length};
     if (pos + frame_header_bytes + length > limit)
       return {frame_status::short_file, length};
     const std::byte* payload = chunks.view(file, path, pos + frame_header_bytes, length);
@@ -352,53 +391,95 @@ class log final {
     return {frame_status::ok, length, bytes};
   }
 
+  // True when bytes [from, to) of `file` are all zero: what a file system shows for a file
+  // extended by writes that were never synced when the power went.
+  static bool all_zero(chunk_reader& chunks, const detail::fd& file,
+                       const std::filesystem::path& path, std::uint64_t from, std::uint64_t to) {
+    constexpr std::uint64_t step = 64 * 1024;
+    for (std::uint64_t at = from; at < to;) {
+      const auto n = static_cast<std::size_t>(std::min(step, to - at));
+      const std::byte* bytes = chunks.view(file, path, at, n);
+      if (bytes == nullptr)
+        return false;  // shorter than fstat said: not ours to judge as empty
+      if (std::any_of(bytes, bytes + n, [](std::byte b) { return b != std::byte{0}; }))
+        return false;
+      at += n;
+    }
+    return true;
+  }
+
   // The newest segment may end in a torn frame (a process killed mid-append, or a power loss
-  // before the sync): everything from the first frame that does not verify is unacknowledged,
-  // so it is cut off and the log ends at the last good frame.
+  // before the sync). Only what provably holds no acknowledged record is cut: a frame the end
+  // of the file cuts short, or zeros to the end of the file. Any other bad frame is corruption
+  // of what may be acknowledged records: refused, and the file is left as it is.
   void recover_tail() {
     segment_info& last = segments_.back();
+    const offset::value_type base = last.base.value();
     const auto path = path_of(last);
-    detail::fd f = detail::open_file(path, O_RDWR);
-    const std::uint64_t size = detail::file_size(f, path);
+    detail::fd f = Io::open_file(path, O_RDWR);
+    const std::uint64_t size = Io::file_size(f, path);
     chunk_reader chunks;
-    if (size < segment_header_bytes) {
-      // Killed while creating the segment: its header never became durable, and no record in
-      // it was ever acknowledged (a roll syncs the header before the first append).
-      detail::truncate_to(f, 0, path);
-      write_segment_header(f, last.base.value(), path);
+    if (size < segment_header_bytes || all_zero(chunks, f, path, 0, size)) {
+      // Killed or powered off while creating the segment: its header never became durable,
+      // and no record in it was ever acknowledged (a roll syncs the header before the first
+      // append).
+      Io::truncate_to(f, 0, path);
+      write_segment_header(f, base, path);
       repaired_ = size;
       last.bytes = segment_header_bytes;
-      end_ = last.base.value();
+      end_ = base;
       return;
     }
     const std::byte* header = chunks.view(f, path, 0, segment_header_bytes);
-    if (header == nullptr || !header_valid(header, last.base.value()))
-      throw corrupt_file(
-          path, "the segment header does not name offset " + std::to_string(last.base.value()));
+    if (header == nullptr || !header_valid(header, base))
+      throw corrupt_file(path, "the segment header does not name offset " + std::to_string(base));
     std::uint64_t pos = segment_header_bytes;
-    offset::value_type at = last.base.value();
-    for (;;) {
+    offset::value_type at = base;
+    while (pos < size) {
       const frame_result r = check_frame(chunks, f, path, pos, size, at);
-      if (r.status != frame_status::ok)
-        break;
-      pos += frame_header_bytes + r.length;
-      ++at;
+      if (r.status == frame_status::ok) {
+        pos += frame_header_bytes + r.length;
+        ++at;
+        continue;
+      }
+      if (r.status == frame_status::bad_checksum && !all_zero(chunks, f, path, pos, size))
+        throw corrupt_file(path,
+                           damaged_record(at, pos, pos + frame_header_bytes + r.length, size));
+      break;  // a torn tail: cut short by the end of the file, or zeros
     }
     if (pos < size) {
-      detail::truncate_to(f, pos, path);
-      detail::sync_data(f, path);
+      Io::truncate_to(f, pos, path);
+      Io::sync_data(f, path);
       repaired_ = size - pos;
     }
     last.bytes = pos;
     end_ = at;
   }
 
+  static std::string damaged_record(offset::value_type at, std::uint64_t pos,
+                                    std::uint64_t frame_end, std::uint64_t size) {
+    const std::string record = std::to_string(at);
+    return "record " + record + " at byte " + std::to_string(pos) + " fails its checksum" +
+           (frame_end < size ? " and " + std::to_string(size - frame_end) + " bytes follow it"
+                             : ", though the file holds all of it") +
+           ". It may be an acknowledged record, so the log does not repair it and will not "
+           "open: restore the segment from a copy, or, if record " +
+           record + " and all after it were never acknowledged, truncate the file to " +
+           std::to_string(pos) + " bytes";
+  }
+
   void roll() {
+    // Room first, so that recording the new segment cannot fail once its file exists.
+    segments_.reserve(segments_.size() + 1);
     // The segment being closed is complete and durable before its successor exists, so only
     // the newest segment can ever hold a torn frame (and the repair on open looks nowhere else).
-    detail::sync_data(writer_, path_of(segments_.back()));
-    writer_ = create_segment(end_);
+    Io::sync_data(writer_, path_of(segments_.back()));
+    const bool retry = roll_pending_;
+    // Until the new segment is recorded, every append rolls first (see append()).
+    roll_pending_ = true;
+    writer_ = create_segment(end_, retry);
     segments_.push_back(segment_info{position{end_}, segment_header_bytes});
+    roll_pending_ = false;
     if (options_.retention_bytes != 0) {
       std::uint64_t total = 0;
       for (const auto& s : segments_)
@@ -413,18 +494,34 @@ class log final {
   void drop_oldest(std::size_t count) {
     if (count == 0)
       return;
-    for (std::size_t i = 0; i < count; ++i) {
-      std::error_code ec;
-      const auto path = path_of(segments_[i]);
-      if (!std::filesystem::remove(path, ec) && ec)
-        throw io_error("unlink", path, ec.value());
+    std::size_t removed = 0;
+    try {
+      for (; removed < count; ++removed)
+        Io::remove_file(path_of(segments_[removed]));
+    } catch (...) {
+      // segments_ must never name a deleted file (earliest() would promise records that are
+      // gone, and a read would fail on a missing file): forget what was deleted, keep the rest.
+      forget_oldest(removed);
+      throw;
     }
-    segments_.erase(segments_.begin(), segments_.begin() + static_cast<std::ptrdiff_t>(count));
+    forget_oldest(count);
     // A deletion that reappears after a power loss only lowers earliest() again: harmless,
     // but syncing keeps the retained range what this process reported.
-    detail::sync_directory(dir_);
-    reader_.next = std::max(reader_.next, segments_.front().base.value());
-    reader_.positioned = false;
+    Io::sync_directory(dir_);
+  }
+
+  // Drops the first `count` entries of segments_. The reader is not moved: if its records were
+  // deleted, its next poll() reports position_lost.
+  void forget_oldest(std::size_t count) noexcept {
+    if (count == 0)
+      return;
+    segments_.erase(segments_.begin(), segments_.begin() + static_cast<std::ptrdiff_t>(count));
+    if (reader_.positioned) {
+      if (reader_.segment < count)
+        reader_.positioned = false;  // its file is gone from the list: find it again
+      else
+        reader_.segment -= count;
+    }
   }
 
   std::size_t segment_holding(offset::value_type at) const {
@@ -435,7 +532,7 @@ class log final {
   void open_reader_segment(std::size_t index) {
     reader_.segment = index;
     reader_.path = path_of(segments_[index]);
-    reader_.file = detail::open_file(reader_.path, O_RDONLY);
+    reader_.file = Io::open_file(reader_.path, O_RDONLY);
     reader_.chunks.reset();
     const std::byte* header =
         reader_.chunks.view(reader_.file, reader_.path, 0, segment_header_bytes);
@@ -475,18 +572,20 @@ class log final {
     // append, and nothing beyond an acknowledged frame is ever read.
     const frame_result r = check_frame(reader_.chunks, reader_.file, reader_.path, reader_.pos,
                                        segments_[reader_.segment].bytes, reader_.next);
+    // The log never repairs a record before its tail: the remedy is a copy of the segment.
     switch (r.status) {
       case frame_status::ok:
         break;
       case frame_status::short_file:
         throw corrupt_file(reader_.path, "the segment ends inside or before record " +
-                                             std::to_string(reader_.next));
-      case frame_status::too_long:
-        throw corrupt_file(reader_.path, "record " + std::to_string(reader_.next) + " claims " +
-                                             std::to_string(r.length) + " bytes");
+                                             std::to_string(reader_.next) + " at byte " +
+                                             std::to_string(reader_.pos) +
+                                             "; restore the segment from a copy");
       case frame_status::bad_checksum:
         throw corrupt_file(reader_.path,
-                           "record " + std::to_string(reader_.next) + " fails its checksum");
+                           "record " + std::to_string(reader_.next) + " at byte " +
+                               std::to_string(reader_.pos) +
+                               " fails its checksum; restore the segment from a copy");
     }
     if (keep)
       batch_.push_back(record_type{offset{reader_.next}, Codec::decode(r.payload)});
@@ -502,6 +601,7 @@ class log final {
   offset::value_type end_ = 0;
   std::uint64_t repaired_ = 0;
   bool broken_ = false;
+  bool roll_pending_ = false;  // a roll failed: the next append must roll before it writes
   reader_state reader_;
   std::vector<record_type> batch_;
   std::vector<std::byte> frame_;

@@ -134,6 +134,12 @@ inline void truncate_to(const fd& f, std::uint64_t size, const std::filesystem::
     throw io_error("ftruncate", path, errno);
 }
 
+/// Removes a file; one already gone counts as removed.
+inline void remove_file(const std::filesystem::path& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    throw io_error("unlink", path, errno);
+}
+
 /// Takes an exclusive advisory lock on `path` (created if missing) or throws `log_busy`. The
 /// kernel drops the lock when the process dies, so a killed consumer never blocks its restart.
 inline fd lock_exclusive(const std::filesystem::path& path, const std::filesystem::path& owner) {
@@ -147,6 +153,42 @@ inline fd lock_exclusive(const std::filesystem::path& path, const std::filesyste
   }
   return f;
 }
+
+/// The system calls the file log makes, gathered in one type: the log's `Io` parameter. The
+/// default forwards to the functions above and costs nothing. A test substitutes a type derived
+/// from this one whose functions fail on cue, to show what the log does after a failure real
+/// disks produce rarely and never on demand (ENOSPC in a segment header, EIO from a directory
+/// fsync, an unlink refused), and which a test running as root cannot provoke with permissions.
+struct system_io {
+  static void create_directories_durably(const std::filesystem::path& dir) {
+    detail::create_directories_durably(dir);
+  }
+  static fd lock_exclusive(const std::filesystem::path& path, const std::filesystem::path& owner) {
+    return detail::lock_exclusive(path, owner);
+  }
+  static fd open_file(const std::filesystem::path& path, int flags) {
+    return detail::open_file(path, flags);
+  }
+  static void write_all(const fd& f, std::span<const std::byte> bytes,
+                        const std::filesystem::path& path) {
+    detail::write_all(f, bytes, path);
+  }
+  static std::size_t read_at(const fd& f, std::span<std::byte> out, std::uint64_t at,
+                             const std::filesystem::path& path) {
+    return detail::read_at(f, out, at, path);
+  }
+  static void sync_data(const fd& f, const std::filesystem::path& path) {
+    detail::sync_data(f, path);
+  }
+  static void sync_directory(const std::filesystem::path& dir) { detail::sync_directory(dir); }
+  static std::uint64_t file_size(const fd& f, const std::filesystem::path& path) {
+    return detail::file_size(f, path);
+  }
+  static void truncate_to(const fd& f, std::uint64_t size, const std::filesystem::path& path) {
+    detail::truncate_to(f, size, path);
+  }
+  static void remove_file(const std::filesystem::path& path) { detail::remove_file(path); }
+};
 
 // ---- checksums and little-endian fields: the on-disk format is the same on every host ------
 
