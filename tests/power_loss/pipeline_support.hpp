@@ -157,7 +157,6 @@ struct sqlite_sink_part {
 struct file_store_part {
   static constexpr bool none = false;
   using type = acking_store<co::file::position_store>;
-  static std::string name() { return "file position store"; }
   static type make(acknowledgements& ack, const fs::path& root) {
     return type(ack, root / "state" / "position");
   }
@@ -170,7 +169,6 @@ template <class Config>
 struct sqlite_store_part {
   static constexpr bool none = false;
   using type = acking_store<typename Config::store>;
-  static std::string name() { return "SQLite position store"; }
   static type make(acknowledgements& ack, const fs::path& root) {
     return type(ack, root / "state" / "positions.db", Config::store_options(stream));
   }
@@ -184,7 +182,6 @@ struct sqlite_store_part {
 /// TransactionalPosition: the position lives in the sink's transaction.
 struct no_store_part {
   static constexpr bool none = true;
-  static std::string name() { return "position in the sink"; }
   static std::string integrity(const fs::path&) { return "ok"; }
 };
 
@@ -233,7 +230,6 @@ acknowledgements run_until_cut(const fs::path& root, std::size_t batch) {
 /// One row of orders_flat.
 struct row {
   std::int64_t order_id = 0;
-  std::int64_t event_seq = 0;
   std::int64_t source_offset = 0;
   order_event event;
 };
@@ -246,7 +242,7 @@ std::vector<row> read_rows(Sink& sink) {
       "ORDER BY rowid");
   while (q.step()) {
     const order_event e{q.column_int64(0), q.column_int64(1), q.column_int64(2), q.column_int64(3)};
-    rows.push_back(row{e.order_id, e.event_seq, q.column_int64(4), e});
+    rows.push_back(row{e.order_id, q.column_int64(4), e});
   }
   return rows;
 }
