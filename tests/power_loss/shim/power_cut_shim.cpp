@@ -29,6 +29,14 @@
 //    reuses after an unlink is not mistaken for the file that had it before, and close (to know
 //    which descriptors still point into the root).
 //
+// The calls were chosen from what the code under test imports (`nm -D --undefined-only`):
+// libsqlite3.so.0 uses open64, pwrite64, write, ftruncate64, fdatasync (for files and for
+// directories; it never calls fsync), unlink, mkdir, rmdir and close; libstdc++ (std::filesystem,
+// std::rename) uses open, openat, write, writev, rename, unlinkat, remove, truncate and mkdir; the
+// file adapter calls open, write, pread, fdatasync, fsync, ftruncate, rename and close directly.
+// Of these the shim wraps the opens (all variants, the _FORTIFY_SOURCE ones included), mkdir,
+// fsync, fdatasync and close; the others change only what a later sync reads back.
+//
 // Real syncs of watched files are skipped (the call returns 0 at once): the durable image is
 // the shim's own, and the power_loss tier would otherwise spend its time waiting for the disk.
 //
