@@ -61,8 +61,7 @@ static_assert(co::can_make_pipeline<log_t, guarded_t, co::AtLeastOnce<>,
 // ...but a Buffered sink (synchronous=NORMAL) behind a Synced store loses rows a position
 // vouches for.
 static_assert(std::is_same_v<
-              co::verdict_t<log_t,
-                            sq::guarded_upsert_sink<crash_lab::orders_flat, sq::synchronous_normal>,
+              co::verdict_t<log_t, sq::guarded_upsert_sink<crash_lab::orders_flat, sq::wal_normal>,
                             co::AtLeastOnce<>, co::with_store<store_t>>,
               co::rules::sink_less_durable_than_store>);
 // R9c: a log synced only on flush cannot back a Synced position.

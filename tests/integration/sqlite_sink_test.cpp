@@ -33,9 +33,8 @@ static_assert(!co::has_capability_v<append_t, co::Idempotent> &&
               !co::has_capability_v<append_t, co::OffsetGuarded> &&
               co::has_capability_v<append_t, co::Transactional>);
 static_assert(std::is_same_v<co::durability_t<guarded_t>, co::Synced>);
-static_assert(
-    std::is_same_v<co::durability_t<sq::guarded_upsert_sink<orders_flat, sq::synchronous_normal>>,
-                   co::Buffered>);
+static_assert(std::is_same_v<co::durability_t<sq::guarded_upsert_sink<orders_flat, sq::wal_normal>>,
+                             co::Buffered>);
 static_assert(std::is_same_v<co::sink_key_t<guarded_t>, co::key<&order_event::order_id>>);
 static_assert(std::is_same_v<co::sink_key_t<append_t>, co::no_key>);
 static_assert(co::fencing_sink<guarded_t> && co::watermarked_sink<guarded_t>);
@@ -261,20 +260,17 @@ TEST_CASE("the SQLite position store commits durably and respects an owner's cla
   CHECK(store.load() == co::position{42});
 }
 
-TEST_CASE("WAL journal mode works the same way") {
+TEST_CASE("a rollback journal (DELETE + EXTRA) works the same way") {
   scratch_dir dir;
-  const sq::sink_options wal{.journal = sq::journal_mode::wal};
-  guarded_t sink(dir / "db.sqlite", wal);
-  {
-    auto q = sink.database().prepare("PRAGMA journal_mode");
-    REQUIRE(q.step());
-    CHECK(q.column_text(0) == "wal");
-  }
+  using delete_t = sq::guarded_upsert_sink<orders_flat, sq::delete_extra>;
+  delete_t sink(dir / "db.sqlite");
+  CHECK(sink.database().durability().journal == "delete");
+  CHECK(sink.database().durability().synchronous == 3);
   sink.begin();
   sink.apply(co::offset{0}, order(1, 1, 1));
   sink.store_position(co::position{1});
   sink.commit();
-  guarded_t reader(dir / "db.sqlite", wal);
+  delete_t reader(dir / "db.sqlite");
   CHECK(reader.load_position() == co::position{1});
   CHECK(rows_of(reader.database()).size() == 1);
 }
@@ -292,5 +288,5 @@ TEST_CASE("what the sink refuses to do") {
   // Told not to create its tables, a sink on a database without them fails when it prepares
   // its statements, not at the first write.
   CHECK_THROWS_AS(guarded_t(dir / "empty.sqlite", sq::sink_options{.create_tables = false}),
-                  sq::error);
+                  sq::infrastructure_error);
 }

@@ -31,11 +31,11 @@ struct order_event {
 
 /// orders_flat, keyed by order_id; every row carries the source offset it came from.
 struct orders_flat final
-    : sq::table<"orders_flat", order_event,
-                sq::key_columns<sq::column<"order_id", &order_event::order_id>>,
-                sq::value_columns<sq::column<"customer_id", &order_event::customer_id>,
-                                  sq::column<"total_cents", &order_event::total_cents>,
-                                  sq::column<"event_seq", &order_event::event_seq>>> {};
+    : sq::table_layout<"orders_flat", order_event,
+                       sq::key_columns<sq::column<"order_id", &order_event::order_id>>,
+                       sq::value_columns<sq::column<"customer_id", &order_event::customer_id>,
+                                         sq::column<"total_cents", &order_event::total_cents>,
+                                         sq::column<"event_seq", &order_event::event_seq>>> {};
 
 /// The log the lab consumes: every record it holds is durable (Synced), as rule R9c demands of
 /// a source whose positions are kept durably. Small segments, so consumers cross segment

@@ -45,7 +45,7 @@ inline snapshot take_snapshot(policy_id policy, const std::filesystem::path& dat
                               const std::filesystem::path& position_file) {
   snapshot s;
   if (std::filesystem::exists(database)) {
-    auto db = sq::connection::open<sq::synchronous_full>(database);
+    auto db = sq::connection::open<sq::wal_full>(database);
     auto exists =
         db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1");
     const auto has_table = [&](std::string_view name) {

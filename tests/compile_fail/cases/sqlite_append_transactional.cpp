@@ -11,9 +11,9 @@ using namespace cf;
 namespace sq = co::sqlite;
 
 struct orders_flat final
-    : sq::table<"orders_flat", order_event,
-                sq::key_columns<sq::column<"order_id", &order_event::order_id>>,
-                sq::value_columns<sq::column<"total_cents", &order_event::total_cents>>> {};
+    : sq::table_layout<"orders_flat", order_event,
+                       sq::key_columns<sq::column<"order_id", &order_event::order_id>>,
+                       sq::value_columns<sq::column<"total_cents", &order_event::total_cents>>> {};
 
 using file_log = co::file::log<order_event>;
 

@@ -32,8 +32,8 @@ namespace detail {
 
 inline std::string require_identifier(const std::string& name, std::string_view what) {
   if (!is_identifier(name))
-    throw std::invalid_argument("commit_order::sqlite: the " + std::string(what) + " '" + name +
-                                "' is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)");
+    throw std::invalid_argument(concat("commit_order::sqlite: the ", what, " '", name,
+                                       "' is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"));
   return quote_identifier(name);
 }
 
@@ -43,22 +43,24 @@ class position_table final {
   position_table(connection& db, const std::string& table, std::string stream, bool create)
       : stream_(std::move(stream)), table_(require_identifier(table, "position table name")) {
     if (create)
-      db.exec("CREATE TABLE IF NOT EXISTS " + table_ +
-              " (stream TEXT PRIMARY KEY NOT NULL, position INTEGER,"
-              " owner_epoch INTEGER NOT NULL DEFAULT 0)");
-    load_.emplace(db.prepare("SELECT position, owner_epoch FROM " + table_ + " WHERE stream = ?1"));
+      db.exec(concat("CREATE TABLE IF NOT EXISTS ", table_,
+                     " (stream TEXT PRIMARY KEY NOT NULL, position INTEGER,"
+                     " owner_epoch INTEGER NOT NULL DEFAULT 0)"));
+    load_.emplace(
+        db.prepare(concat("SELECT position, owner_epoch FROM ", table_, " WHERE stream = ?1")));
     // The WHERE makes the write conditional on ownership: a stale owner's upsert changes no
     // row, which is how it learns it was fenced, inside the transaction it must roll back.
-    store_.emplace(db.prepare("INSERT INTO " + table_ +
-                              " (stream, position, owner_epoch) VALUES (?1, ?2, ?3)"
-                              " ON CONFLICT (stream) DO UPDATE SET position = excluded.position"
-                              " WHERE " +
-                              table_ + ".owner_epoch = excluded.owner_epoch"));
-    claim_.emplace(db.prepare("INSERT INTO " + table_ +
-                              " (stream, position, owner_epoch) VALUES (?1, NULL, ?2)"
-                              " ON CONFLICT (stream) DO UPDATE SET owner_epoch ="
-                              " excluded.owner_epoch WHERE " +
-                              table_ + ".owner_epoch <= excluded.owner_epoch"));
+    store_.emplace(
+        db.prepare(concat("INSERT INTO ", table_,
+                          " (stream, position, owner_epoch) VALUES (?1, ?2, ?3)"
+                          " ON CONFLICT (stream) DO UPDATE SET position = excluded.position"
+                          " WHERE ",
+                          table_, ".owner_epoch = excluded.owner_epoch")));
+    claim_.emplace(db.prepare(concat("INSERT INTO ", table_,
+                                     " (stream, position, owner_epoch) VALUES (?1, NULL, ?2)"
+                                     " ON CONFLICT (stream) DO UPDATE SET owner_epoch ="
+                                     " excluded.owner_epoch WHERE ",
+                                     table_, ".owner_epoch <= excluded.owner_epoch")));
     db_ = &db;
   }
 

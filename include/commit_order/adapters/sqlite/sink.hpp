@@ -7,9 +7,15 @@
 //                                   Idempotent, Transactional
 //   sqlite::append_sink<D>          plain INSERT, every write a new row
 //                                   Transactional only: replays become duplicate rows
-// plus the durability of the connection's synchronous mode (Synced under the default FULL).
+// plus the durability of its durability mode, the last template parameter: Synced under the
+// default wal_full (see connection.hpp and docs/adapters.md for every journal x synchronous
+// combination).
 //
-// Every sink writes through one statement prepared at construction and reused for every row.
+// Every sink writes through one statement prepared at construction and reused for every row;
+// BEGIN IMMEDIATE, COMMIT and ROLLBACK are prepared once too. Writing a row, beginning,
+// committing and storing the position allocate nothing: a message is built only when a call
+// has failed. Failures are typed as the record's (record_error) or the world's
+// (infrastructure_error, rollback_error): see connection.hpp.
 // Outside a transaction each apply() is its own durable transaction; between begin() and
 // commit(), rows and the stream's position (see position_table.hpp) commit together — or, on
 // rollback(), neither does. The position row carries the owner's epoch (fencing_sink): after
@@ -64,7 +70,8 @@ struct sink_options final {
   /// The key of this sink's row in the position table: one per stream partition.
   std::string stream = "default";
   std::string position_table = "commit_order_positions";
-  journal_mode journal = journal_mode::rollback;
+  /// How long a write waits for another connection's lock before failing with SQLITE_BUSY (an
+  /// infrastructure_error).
   std::chrono::milliseconds busy_timeout{5000};
   /// CREATE TABLE IF NOT EXISTS for the data table and the position table.
   bool create_tables = true;
@@ -99,69 +106,86 @@ struct key_alias<D, true> {
 template <class D, class Mode>
 std::string create_table_sql() {
   using cols = columns_of<typename D::keys, typename D::values>;
-  std::string sql = "CREATE TABLE IF NOT EXISTS " + quote_identifier(D::name) + " (" +
-                    cols::definitions() + ", " + quote_identifier(D::offset_column) +
-                    " INTEGER NOT NULL";
+  std::string sql =
+      concat("CREATE TABLE IF NOT EXISTS ", quote_identifier(D::name), " (", cols::definitions(),
+             ", ", quote_identifier(D::offset_column), " INTEGER NOT NULL");
   if constexpr (Mode::keyed)
-    sql += ", PRIMARY KEY (" + cols::key_names() + ")";
-  return sql + ")";
+    sql.append(concat(", PRIMARY KEY (", cols::key_names(), ")"));
+  sql.append(")");
+  return sql;
 }
 
 template <class D, class Mode>
 std::string write_sql() {
   using cols = columns_of<typename D::keys, typename D::values>;
-  std::string sql = "INSERT INTO " + quote_identifier(D::name) + " (" + cols::all_names() + ", " +
-                    quote_identifier(D::offset_column) + ") VALUES (";
+  const std::string offset = quote_identifier(D::offset_column);
+  std::string sql = concat("INSERT INTO ", quote_identifier(D::name), " (", cols::all_names(), ", ",
+                           offset, ") VALUES (");
   for (std::size_t i = 1; i <= cols::count + 1; ++i)
-    sql += (i == 1 ? "?" : ", ?") + std::to_string(i);
-  sql += ")";
+    sql.append(concat(i == 1 ? "?" : ", ?", std::to_string(i)));
+  sql.append(")");
   if constexpr (Mode::keyed) {
     const std::string updates = cols::updates();
-    sql += " ON CONFLICT (" + cols::key_names() + ") DO UPDATE SET " + updates +
-           (updates.empty() ? "" : ", ") + quote_identifier(D::offset_column) + " = excluded." +
-           quote_identifier(D::offset_column);
+    sql.append(concat(" ON CONFLICT (", cols::key_names(), ") DO UPDATE SET ", updates,
+                      updates.empty() ? "" : ", ", offset, " = excluded.", offset));
     if constexpr (Mode::guarded)
-      sql += " WHERE " + quote_identifier(D::name) + "." + quote_identifier(D::offset_column) +
-             " < excluded." + quote_identifier(D::offset_column);
+      sql.append(concat(" WHERE ", quote_identifier(D::name), ".", offset, " < excluded.", offset));
   }
   return sql;
 }
 
 }  // namespace detail
 
-/// A sink writing rows of table D in write mode Mode, with the durability of Sync. Not final:
-/// a test harness may derive from it to pace or count writes without re-declaring anything.
-template <table_description D, write_mode Mode = guarded_upsert_mode,
-          synchronous_mode Sync = synchronous_full>
+/// A sink writing rows of table D in write mode Mode, with the durability of its durability
+/// mode (wal_full unless told otherwise). Not final: a test harness may derive from it to pace
+/// or count writes without re-declaring anything.
+template <describes_table D, write_mode Mode = guarded_upsert_mode,
+          durability_mode Durability = wal_full>
 class table_sink : public detail::key_alias<D, Mode::keyed> {
  public:
   using row_type = typename D::event_type;
   using description = D;
   using mode = Mode;
-  using capabilities = typename detail::mode_capabilities<Mode, typename Sync::durability>::type;
+  using capabilities =
+      typename detail::mode_capabilities<Mode, typename Durability::durability>::type;
 
-  /// Opens (creating if needed) the database `file`, and the tables unless told otherwise.
+  /// Opens (creating if needed) the database `file` in the durability mode, and the tables
+  /// unless told otherwise. Throws durability_mismatch when SQLite does not run that mode.
   explicit table_sink(const std::filesystem::path& file, sink_options options = {})
-      : db_(connection::open<Sync>(file, {options.journal, options.busy_timeout})) {
+      : db_(connection::open<Durability>(file, {options.busy_timeout})) {
     if (options.create_tables)
       db_.exec(detail::create_table_sql<D, Mode>());
     positions_.emplace(db_, options.position_table, options.stream, options.create_tables);
     write_.emplace(db_.prepare(detail::write_sql<D, Mode>()));
-    watermark_.emplace(db_.prepare("SELECT MAX(" + detail::quote_identifier(D::offset_column) +
-                                   ") FROM " + detail::quote_identifier(D::name)));
+    watermark_.emplace(
+        db_.prepare(detail::concat("SELECT MAX(", detail::quote_identifier(D::offset_column),
+                                   ") FROM ", detail::quote_identifier(D::name))));
+    begin_.emplace(db_.prepare("BEGIN IMMEDIATE"));
+    commit_.emplace(db_.prepare("COMMIT"));
+    rollback_.emplace(db_.prepare("ROLLBACK"));
   }
 
   table_sink(const table_sink&) = delete;
   table_sink& operator=(const table_sink&) = delete;
 
   /// A sink destroyed inside a transaction (an exception unwinding past the loop) leaves
-  /// nothing half-written behind.
-  ~table_sink() { rollback(); }
+  /// nothing half-written behind: it rolls back, and if even that fails, closing the
+  /// connection discards the transaction.
+  ~table_sink() {
+    try {
+      rollback();
+    } catch (...) {
+      // Nothing to report to: closing the connection (next) discards the open transaction.
+    }
+  }
 
   /// Writes the row of one record. `absorbed` when the offset guard kept a newer row.
   write_outcome apply(offset source_offset, const row_type& row) {
+    if (broken_ != SQLITE_OK) [[unlikely]]
+      throw_broken();
     statement& s = *write_;
     reset_on_exit reset(s);
+    // Every parameter is bound for every row (the statement keeps no stale string binding).
     detail::columns_of<typename D::keys, typename D::values>::bind(s, row);
     s.bind(static_cast<int>(detail::columns_of<typename D::keys, typename D::values>::count) + 1,
            source_offset.value());
@@ -177,28 +201,57 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   // ---- transactions ------------------------------------------------------------------------
 
   /// BEGIN IMMEDIATE: the write lock is taken now, so two owners of one database queue here
-  /// instead of failing with SQLITE_BUSY when one upgrades a read lock in the middle.
+  /// (up to the busy timeout, then SQLITE_BUSY: an infrastructure_error) instead of failing
+  /// when one upgrades a read lock in the middle.
   void begin() {
+    if (broken_ != SQLITE_OK) [[unlikely]]
+      throw_broken();
     if (db_.in_transaction())
       throw std::logic_error("commit_order::sqlite: begin() inside an open transaction");
-    db_.exec("BEGIN IMMEDIATE");
+    statement& s = *begin_;
+    reset_on_exit reset(s);
+    try {
+      s.step();
+    } catch (const infrastructure_error&) {
+      // SQLite checks for an interrupt as a statement ends, so BEGIN can fail with its
+      // transaction open: nobody would roll it back (begin() failed), and the next begin()
+      // would find it. Close it; if even that fails, rollback() marks the sink unusable.
+      if (db_.in_transaction())
+        rollback();
+      throw;
+    }
   }
 
   void commit() {
     if (!db_.in_transaction())
       throw std::logic_error("commit_order::sqlite: commit() without begin()");
-    db_.exec("COMMIT");
+    {
+      statement& s = *commit_;
+      reset_on_exit reset(s);
+      s.step();
+    }
     // A claim counts once it is durable: after a rollback the row still names the old owner.
     if (pending_claim_)
       claimed_ = std::exchange(pending_claim_, std::nullopt);
   }
 
-  /// Undoes everything since begin(); a no-op outside a transaction (SQLite may already have
-  /// rolled back after a failed statement or COMMIT).
-  void rollback() noexcept {
+  /// Undoes everything since begin(). A no-op outside a transaction: SQLite itself ends the
+  /// transaction after some failures (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM, SQLITE_BUSY in
+  /// a statement, an interrupt), and then there is nothing left to undo. If ROLLBACK fails and
+  /// SQLite reports the transaction ended anyway (sqlite3_get_autocommit), the sink stays
+  /// usable; if the transaction is still open, throws `rollback_error` and refuses every later
+  /// write, which would otherwise land in a transaction that never commits.
+  void rollback() {
     pending_claim_.reset();
-    if (db_.in_transaction())
-      sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+    if (!db_.in_transaction())
+      return;
+    const int rc = rollback_->step_code();
+    if (rc == SQLITE_DONE || !db_.in_transaction())
+      return;
+    broken_ = rc;
+    throw rollback_error(
+        rc, detail::concat("ROLLBACK failed: ", sqlite3_errmsg(db_.get()), " (", sqlite3_errstr(rc),
+                           "); the transaction is still open"));
   }
 
   // ---- the position, inside the transaction ------------------------------------------------
@@ -243,6 +296,10 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     return offset{s.column_int64(0)};
   }
 
+  /// False after a ROLLBACK that failed and left the transaction open: the sink refuses every
+  /// write until it is destroyed and reopened.
+  [[nodiscard]] bool usable() const noexcept { return broken_ == SQLITE_OK; }
+
   /// The connection, for reading the table (and for tests).
   [[nodiscard]] connection& database() noexcept { return db_; }
   /// The prepared write statement (its run count shows it is reused).
@@ -250,30 +307,43 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
  private:
   void require_transaction(const char* what) const {
+    if (broken_ != SQLITE_OK) [[unlikely]]
+      throw_broken();
     // Outside a transaction the position would commit on its own, apart from the rows it
     // vouches for: exactly the two-write window this sink exists to close.
     if (!db_.in_transaction())
-      throw std::logic_error(std::string("commit_order::sqlite: ") + what +
-                             " outside a transaction");
+      throw std::logic_error(
+          detail::concat("commit_order::sqlite: ", what, " outside a transaction"));
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_broken() const {
+    throw infrastructure_error(
+        broken_,
+        detail::concat("the sink is unusable: a ROLLBACK failed (", sqlite3_errstr(broken_),
+                       ") and left its transaction open -- destroy and reopen the sink"));
   }
 
   connection db_;
   mutable std::optional<detail::position_table> positions_;
   std::optional<statement> write_;
   mutable std::optional<statement> watermark_;
+  std::optional<statement> begin_;
+  std::optional<statement> commit_;
+  std::optional<statement> rollback_;
   std::optional<epoch> claimed_;
   std::optional<epoch> pending_claim_;  // claimed in the open transaction
+  int broken_ = SQLITE_OK;              // the code of a ROLLBACK that left the transaction open
 };
 
 /// Idempotent, OffsetGuarded, Transactional: fit for every policy.
-template <table_description D, synchronous_mode Sync = synchronous_full>
-using guarded_upsert_sink = table_sink<D, guarded_upsert_mode, Sync>;
+template <describes_table D, durability_mode Durability = wal_full>
+using guarded_upsert_sink = table_sink<D, guarded_upsert_mode, Durability>;
 /// Idempotent, Transactional, not OffsetGuarded: AtLeastOnce, AutoCommit; never
 /// TransactionalPosition (rule R5).
-template <table_description D, synchronous_mode Sync = synchronous_full>
-using upsert_sink = table_sink<D, upsert_mode, Sync>;
+template <describes_table D, durability_mode Durability = wal_full>
+using upsert_sink = table_sink<D, upsert_mode, Durability>;
 /// Not Idempotent: AtMostOnce only (rules R1, R3, R5).
-template <table_description D, synchronous_mode Sync = synchronous_full>
-using append_sink = table_sink<D, append_mode, Sync>;
+template <describes_table D, durability_mode Durability = wal_full>
+using append_sink = table_sink<D, append_mode, Durability>;
 
 }  // namespace commit_order::sqlite

@@ -3,11 +3,10 @@
 // A table is described by the event members its columns hold, never by SQL text:
 //
 //   struct orders_flat final
-//       : sqlite::table<"orders_flat", order_event,
-//                       sqlite::key_columns<sqlite::column<"order_id", &order_event::order_id>>,
-//                       sqlite::value_columns<
-//                           sqlite::column<"customer_id", &order_event::customer_id>,
-//                           sqlite::column<"total_cents", &order_event::total_cents>>> {};
+//       : sqlite::table_layout<"orders_flat", order_event,
+//             sqlite::key_columns<sqlite::column<"order_id", &order_event::order_id>>,
+//             sqlite::value_columns<sqlite::column<"customer_id", &order_event::customer_id>,
+//                                   sqlite::column<"total_cents", &order_event::total_cents>>> {};
 //
 // The key columns are the idempotency key: they come from the event (rule R8), and the sink's
 // `key_type` is `commit_order::key<&order_event::order_id>`, so the rules check the same key
@@ -24,6 +23,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "commit_order/adapters/sqlite/text.hpp"
 #include "commit_order/key.hpp"
 
 namespace commit_order::sqlite {
@@ -119,11 +119,13 @@ constexpr bool names_distinct(std::array<std::string_view, N> names, std::string
 }
 }  // namespace detail
 
-/// A table description. Derive a named type from it (`struct orders_flat final : table<...>
+/// A table's layout: its name, the event its rows hold, the key and value columns. It describes
+/// a table and is not one (the sinks in sink.hpp write to the table it describes). Derive a
+/// named type from it (`struct orders_flat final : table_layout<...>
 /// {};`) so diagnostics print the name rather than the whole description.
 template <fixed_string Name, class Event, class Keys, class Values,
           fixed_string OffsetColumn = "source_offset">
-struct table {
+struct table_layout {
   using event_type = Event;
   using keys = Keys;
   using values = Values;
@@ -149,9 +151,9 @@ struct is_value_columns : std::false_type {};
 template <class... C>
 struct is_value_columns<value_columns<C...>> : std::true_type {};
 
-/// D describes a table: `sqlite::table<...>` or a type derived from one.
+/// D describes a table: `sqlite::table_layout<...>` or a type derived from one.
 template <class D>
-concept table_description = requires {
+concept describes_table = requires {
   typename D::event_type;
   typename D::keys;
   typename D::values;
@@ -162,8 +164,10 @@ concept table_description = requires {
 
 namespace detail {
 
+// Names are plain identifiers (checked at compile time), so quoting cannot be escaped; the
+// quotes keep a name that is also a keyword ("order", "group") a name.
 inline std::string quote_identifier(std::string_view identifier) {
-  return "\"" + std::string(identifier) + "\"";
+  return concat("\"", identifier, "\"");
 }
 
 template <class T>
@@ -180,7 +184,8 @@ constexpr std::string_view sql_type() {
 template <class... C>
 std::string column_list(std::string_view separator, auto&& each) {
   std::string out;
-  ((out += (out.empty() ? std::string() : std::string(separator)) + each.template operator()<C>()),
+  ((out.append(out.empty() ? std::string_view() : separator),
+    out.append(each.template operator()<C>())),
    ...);
   return out;
 }
@@ -197,13 +202,13 @@ struct columns_of<key_columns<K...>, value_columns<V...>> {
   }
   static std::string definitions() {
     return column_list<K..., V...>(", ", []<class C>() {
-      return quote_identifier(C::name) + " " + std::string(sql_type<typename C::value_type>()) +
-             " NOT NULL";
+      return concat(quote_identifier(C::name), " ", sql_type<typename C::value_type>(),
+                    " NOT NULL");
     });
   }
   static std::string updates() {
     return column_list<V...>(", ", []<class C>() {
-      return quote_identifier(C::name) + " = excluded." + quote_identifier(C::name);
+      return concat(quote_identifier(C::name), " = excluded.", quote_identifier(C::name));
     });
   }
   static constexpr std::size_t count = sizeof...(K) + sizeof...(V);
