@@ -60,7 +60,8 @@ TEST_CASE("AtLeastOnce, SQLite sink + SQLite position store: no acknowledged rec
 }
 
 TEST_CASE("AtLeastOnce, a sink declared Buffered under a Synced store: refused, or loses nothing") {
-  using sink = pl::sqlite_sink_part<power_loss::wal_normal, sq::guarded_upsert_mode>;
+  using sink =
+      pl::sqlite_sink_part<power_loss::sqlite_config<sq::wal_normal>, sq::guarded_upsert_mode>;
   using store = pl::file_store_part;
   if constexpr (co::can_make_pipeline<pl::order_log, sink::type, co::AtLeastOnce<>,
                                       co::with_store<store::type>>) {

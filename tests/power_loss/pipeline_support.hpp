@@ -150,7 +150,7 @@ template <class Config, class Mode>
 struct sqlite_sink_part {
   using type = acking_sink<typename Config::template sink<orders_flat, Mode>>;
   static type make(acknowledgements& ack, const fs::path& root) {
-    return type(ack, root / "db" / "orders.db", Config::sink_options(stream));
+    return type(ack, root / "db" / "orders.db", sink_options(stream));
   }
 };
 
@@ -170,11 +170,10 @@ struct sqlite_store_part {
   static constexpr bool none = false;
   using type = acking_store<typename Config::store>;
   static type make(acknowledgements& ack, const fs::path& root) {
-    return type(ack, root / "state" / "positions.db", Config::store_options(stream));
+    return type(ack, root / "state" / "positions.db", store_options(stream));
   }
   static std::string integrity(const fs::path& root) {
-    auto db = sq::connection::open<sq::synchronous_full>(root / "state" / "positions.db",
-                                                         {Config::sink_options(stream).journal});
+    auto db = Config::open(root / "state" / "positions.db");
     return power_loss::integrity(db);
   }
 };

@@ -1,9 +1,11 @@
-// The journal x synchronous combinations the SQLite adapter offers, and its default, for the
-// power_loss tests that run each of them. A configuration names the sink and store types (whose
-// declared durability the tests compare with what survives) and the options that go with them.
+// The SQLite durability modes (journal x synchronous) the adapter offers, and its default, for
+// the power_loss tests that run each of them. A configuration names the sink and store types
+// (whose declared durability the tests compare with what survives) and how to open the
+// database the same way.
 #pragma once
 
 #include <commit_order/adapters/sqlite.hpp>
+#include <filesystem>
 #include <string>
 #include <utility>
 
@@ -11,53 +13,60 @@ namespace power_loss {
 
 namespace sq = commit_order::sqlite;
 
-template <sq::journal_mode Journal, class Sync>
+/// One durability mode, or (Mode = void) whatever a user gets who names none.
+template <class Mode>
 struct sqlite_config final {
-  template <class Table, class Mode>
-  using sink = sq::table_sink<Table, Mode, Sync>;
-  using store = sq::position_store<Sync>;
+  template <class Table, class WriteMode>
+  using sink = sq::table_sink<Table, WriteMode, Mode>;
+  using store = sq::position_store<Mode>;
 
   static std::string name() {
-    return std::string(Journal == sq::journal_mode::wal ? "WAL" : "DELETE") +
-           " journal, synchronous=" + std::string(Sync::pragma);
+    return std::string(sq::pragma_value(Mode::journal)) +
+           " journal, synchronous=" + std::string(sq::pragma_value(Mode::sync));
   }
-  static sq::sink_options sink_options(std::string stream) {
-    sq::sink_options o;
-    o.stream = std::move(stream);
-    o.journal = Journal;
-    return o;
-  }
-  static sq::store_options store_options(std::string stream) {
-    sq::store_options o;
-    o.stream = std::move(stream);
-    o.journal = Journal;
-    return o;
+  static sq::connection open(const std::filesystem::path& file) {
+    return sq::connection::open<Mode>(file);
   }
 };
 
-using delete_full = sqlite_config<sq::journal_mode::rollback, sq::synchronous_full>;
-using wal_full = sqlite_config<sq::journal_mode::wal, sq::synchronous_full>;
-using delete_normal = sqlite_config<sq::journal_mode::rollback, sq::synchronous_normal>;
-using wal_normal = sqlite_config<sq::journal_mode::wal, sq::synchronous_normal>;
+namespace detail {
+template <class Store>
+struct mode_of;
+template <class Mode>
+struct mode_of<sq::position_store<Mode>> {
+  using type = Mode;
+};
+}  // namespace detail
 
-/// What a user gets who configures nothing: the default template arguments and options.
-struct default_config final {
-  template <class Table, class Mode>
-  using sink = sq::table_sink<Table, Mode>;
+/// The mode the adapter picks when none is named, read from its default template argument.
+using default_mode = typename detail::mode_of<sq::position_store<>>::type;
+
+template <>
+struct sqlite_config<void> final {
+  template <class Table, class WriteMode>
+  using sink = sq::table_sink<Table, WriteMode>;
   using store = sq::position_store<>;
 
-  static std::string name() { return "default configuration"; }
-  static sq::sink_options sink_options(std::string stream) {
-    sq::sink_options o;
-    o.stream = std::move(stream);
-    return o;
+  static std::string name() {
+    return "default configuration (" + sqlite_config<default_mode>::name() + ")";
   }
-  static sq::store_options store_options(std::string stream) {
-    sq::store_options o;
-    o.stream = std::move(stream);
-    return o;
+  static sq::connection open(const std::filesystem::path& file) {
+    return sq::connection::open<default_mode>(file);
   }
 };
+
+using default_config = sqlite_config<void>;
+
+inline sq::sink_options sink_options(std::string stream) {
+  sq::sink_options o;
+  o.stream = std::move(stream);
+  return o;
+}
+inline sq::store_options store_options(std::string stream) {
+  sq::store_options o;
+  o.stream = std::move(stream);
+  return o;
+}
 
 /// The first row of a one-value PRAGMA (journal_mode, synchronous), as text.
 inline std::string pragma(sq::connection& db, const std::string& name) {

@@ -20,6 +20,7 @@
 
 namespace fs = std::filesystem;
 namespace co = commit_order;
+namespace sq = commit_order::sqlite;
 
 namespace {
 
@@ -37,7 +38,7 @@ struct acknowledged {
 template <class Config>
 acknowledged commit_until_cut(const fs::path& db) {
   acknowledged ack;
-  typename Config::store store(db, Config::store_options("orders"));
+  typename Config::store store(db, power_loss::store_options("orders"));
   for (std::int64_t i = 0; i < commits; ++i) {
     if (power_loss::power_is_out())
       return ack;  // the cut came while opening the database
@@ -57,13 +58,13 @@ power_loss::findings check_store(const fs::path& db, const acknowledged& ack) {
   constexpr bool synced = std::is_same_v<co::durability_t<store_t>, co::Synced>;
   power_loss::findings f;
   {
-    // The store does not expose its connection: the same database, opened as a sink would.
-    auto check = power_loss::sq::connection::open<power_loss::sq::synchronous_full>(
-        db, {Config::sink_options("orders").journal});
+    // The store does not expose its connection: the same database, in the same mode.
+    auto check = Config::open(db);
     if (const auto verdict = power_loss::integrity(check); verdict != "ok")
       f.problems.push_back("integrity_check: " + verdict);
   }
-  const std::optional<co::position> stored = store_t(db, Config::store_options("orders")).load();
+  const std::optional<co::position> stored =
+      store_t(db, power_loss::store_options("orders")).load();
   // How many commits the stored position stands for: 0 for none, i + 1 for committed_at(i).
   std::int64_t survived = 0;
   if (stored) {
@@ -116,8 +117,13 @@ void run_store() {
 
 // clang-format off
 TEST_CASE("SQLite position store, default configuration: acknowledged commits survive iff declared Synced") { run_store<power_loss::default_config>(); }
-TEST_CASE("SQLite position store, DELETE journal + FULL: acknowledged commits survive iff declared Synced") { run_store<power_loss::delete_full>(); }
-TEST_CASE("SQLite position store, WAL + FULL: acknowledged commits survive iff declared Synced") { run_store<power_loss::wal_full>(); }
-TEST_CASE("SQLite position store, DELETE journal + NORMAL: acknowledged commits survive iff declared Synced") { run_store<power_loss::delete_normal>(); }
-TEST_CASE("SQLite position store, WAL + NORMAL: acknowledged commits survive iff declared Synced") { run_store<power_loss::wal_normal>(); }
+TEST_CASE("SQLite position store, wal_full: acknowledged commits survive iff declared Synced") { run_store<power_loss::sqlite_config<sq::wal_full>>(); }
+TEST_CASE("SQLite position store, wal_extra: acknowledged commits survive iff declared Synced") { run_store<power_loss::sqlite_config<sq::wal_extra>>(); }
+TEST_CASE("SQLite position store, wal_normal: acknowledged commits survive iff declared Synced") { run_store<power_loss::sqlite_config<sq::wal_normal>>(); }
+TEST_CASE("SQLite position store, delete_extra: acknowledged commits survive iff declared Synced") { run_store<power_loss::sqlite_config<sq::delete_extra>>(); }
+TEST_CASE("SQLite position store, delete_full: acknowledged commits survive iff declared Synced") { run_store<power_loss::sqlite_config<sq::delete_full>>(); }
+TEST_CASE("SQLite position store, truncate_extra: acknowledged commits survive iff declared Synced") { run_store<power_loss::sqlite_config<sq::truncate_extra>>(); }
+TEST_CASE("SQLite position store, truncate_full: acknowledged commits survive iff declared Synced") { run_store<power_loss::sqlite_config<sq::truncate_full>>(); }
+TEST_CASE("SQLite position store, persist_extra: acknowledged commits survive iff declared Synced") { run_store<power_loss::sqlite_config<sq::persist_extra>>(); }
+TEST_CASE("SQLite position store, persist_full: acknowledged commits survive iff declared Synced") { run_store<power_loss::sqlite_config<sq::persist_full>>(); }
 // clang-format on

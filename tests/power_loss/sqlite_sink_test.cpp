@@ -37,9 +37,9 @@ struct item {
   std::int64_t unit = 0;
 };
 
-struct items final : sq::table<"items", item, sq::key_columns<sq::column<"id", &item::id>>,
-                               sq::value_columns<sq::column<"version", &item::version>,
-                                                 sq::column<"unit", &item::unit>>> {};
+struct items final : sq::table_layout<"items", item, sq::key_columns<sq::column<"id", &item::id>>,
+                                      sq::value_columns<sq::column<"version", &item::version>,
+                                                        sq::column<"unit", &item::unit>>> {};
 
 constexpr std::int64_t units = 12;
 
@@ -111,7 +111,7 @@ struct acknowledged {
 template <class Sink, class Config>
 acknowledged write_until_cut(const fs::path& db) {
   acknowledged ack;
-  Sink sink(db, Config::sink_options("items"));
+  Sink sink(db, power_loss::sink_options("items"));
   for (std::int64_t j = 0; j < units; ++j) {
     if (power_loss::power_is_out())
       return ack;  // the cut came while opening the database: no unit was begun
@@ -138,7 +138,7 @@ template <class Sink, class Config>
 power_loss::findings check_sink(const fs::path& db, const acknowledged& ack) {
   constexpr bool synced = std::is_same_v<co::durability_t<Sink>, co::Synced>;
   power_loss::findings f;
-  Sink sink(db, Config::sink_options("items"));  // the recovery: a hot journal or the WAL
+  Sink sink(db, power_loss::sink_options("items"));  // the recovery: a hot journal or the WAL
   if (const auto verdict = power_loss::integrity(sink.database()); verdict != "ok")
     f.problems.push_back("integrity_check: " + verdict);
   const table_state now = read_state(sink);
@@ -174,7 +174,7 @@ void run_sink(const char* sink_name) {
   test_support::scratch_dir scratch;
   {
     // What the configuration really runs: read back from SQLite, printed for the record.
-    sink_t probe(scratch / "probe.db", Config::sink_options("items"));
+    sink_t probe(scratch / "probe.db", power_loss::sink_options("items"));
     MESSAGE(std::string(sink_name)
             << ", " << Config::name()
             << ": journal_mode=" << power_loss::pragma(probe.database(), "journal_mode")
@@ -204,18 +204,33 @@ void run_sink(const char* sink_name) {
 
 // clang-format off
 TEST_CASE("SQLite guarded upsert sink, default configuration: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::default_config>("guarded upsert sink"); }
-TEST_CASE("SQLite guarded upsert sink, DELETE journal + FULL: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::delete_full>("guarded upsert sink"); }
-TEST_CASE("SQLite guarded upsert sink, WAL + FULL: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::wal_full>("guarded upsert sink"); }
-TEST_CASE("SQLite guarded upsert sink, DELETE journal + NORMAL: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::delete_normal>("guarded upsert sink"); }
-TEST_CASE("SQLite guarded upsert sink, WAL + NORMAL: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::wal_normal>("guarded upsert sink"); }
+TEST_CASE("SQLite guarded upsert sink, wal_full: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::sqlite_config<sq::wal_full>>("guarded upsert sink"); }
+TEST_CASE("SQLite guarded upsert sink, wal_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::sqlite_config<sq::wal_extra>>("guarded upsert sink"); }
+TEST_CASE("SQLite guarded upsert sink, wal_normal: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::sqlite_config<sq::wal_normal>>("guarded upsert sink"); }
+TEST_CASE("SQLite guarded upsert sink, delete_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::sqlite_config<sq::delete_extra>>("guarded upsert sink"); }
+TEST_CASE("SQLite guarded upsert sink, delete_full: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::sqlite_config<sq::delete_full>>("guarded upsert sink"); }
+TEST_CASE("SQLite guarded upsert sink, truncate_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::sqlite_config<sq::truncate_extra>>("guarded upsert sink"); }
+TEST_CASE("SQLite guarded upsert sink, truncate_full: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::sqlite_config<sq::truncate_full>>("guarded upsert sink"); }
+TEST_CASE("SQLite guarded upsert sink, persist_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::sqlite_config<sq::persist_extra>>("guarded upsert sink"); }
+TEST_CASE("SQLite guarded upsert sink, persist_full: acknowledged commits survive iff declared Synced") { run_sink<sq::guarded_upsert_mode, power_loss::sqlite_config<sq::persist_full>>("guarded upsert sink"); }
 TEST_CASE("SQLite upsert sink, default configuration: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::default_config>("upsert sink"); }
-TEST_CASE("SQLite upsert sink, DELETE journal + FULL: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::delete_full>("upsert sink"); }
-TEST_CASE("SQLite upsert sink, WAL + FULL: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::wal_full>("upsert sink"); }
-TEST_CASE("SQLite upsert sink, DELETE journal + NORMAL: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::delete_normal>("upsert sink"); }
-TEST_CASE("SQLite upsert sink, WAL + NORMAL: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::wal_normal>("upsert sink"); }
+TEST_CASE("SQLite upsert sink, wal_full: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::sqlite_config<sq::wal_full>>("upsert sink"); }
+TEST_CASE("SQLite upsert sink, wal_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::sqlite_config<sq::wal_extra>>("upsert sink"); }
+TEST_CASE("SQLite upsert sink, wal_normal: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::sqlite_config<sq::wal_normal>>("upsert sink"); }
+TEST_CASE("SQLite upsert sink, delete_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::sqlite_config<sq::delete_extra>>("upsert sink"); }
+TEST_CASE("SQLite upsert sink, delete_full: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::sqlite_config<sq::delete_full>>("upsert sink"); }
+TEST_CASE("SQLite upsert sink, truncate_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::sqlite_config<sq::truncate_extra>>("upsert sink"); }
+TEST_CASE("SQLite upsert sink, truncate_full: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::sqlite_config<sq::truncate_full>>("upsert sink"); }
+TEST_CASE("SQLite upsert sink, persist_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::sqlite_config<sq::persist_extra>>("upsert sink"); }
+TEST_CASE("SQLite upsert sink, persist_full: acknowledged commits survive iff declared Synced") { run_sink<sq::upsert_mode, power_loss::sqlite_config<sq::persist_full>>("upsert sink"); }
 TEST_CASE("SQLite append sink, default configuration: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::default_config>("append sink"); }
-TEST_CASE("SQLite append sink, DELETE journal + FULL: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::delete_full>("append sink"); }
-TEST_CASE("SQLite append sink, WAL + FULL: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::wal_full>("append sink"); }
-TEST_CASE("SQLite append sink, DELETE journal + NORMAL: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::delete_normal>("append sink"); }
-TEST_CASE("SQLite append sink, WAL + NORMAL: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::wal_normal>("append sink"); }
+TEST_CASE("SQLite append sink, wal_full: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::sqlite_config<sq::wal_full>>("append sink"); }
+TEST_CASE("SQLite append sink, wal_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::sqlite_config<sq::wal_extra>>("append sink"); }
+TEST_CASE("SQLite append sink, wal_normal: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::sqlite_config<sq::wal_normal>>("append sink"); }
+TEST_CASE("SQLite append sink, delete_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::sqlite_config<sq::delete_extra>>("append sink"); }
+TEST_CASE("SQLite append sink, delete_full: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::sqlite_config<sq::delete_full>>("append sink"); }
+TEST_CASE("SQLite append sink, truncate_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::sqlite_config<sq::truncate_extra>>("append sink"); }
+TEST_CASE("SQLite append sink, truncate_full: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::sqlite_config<sq::truncate_full>>("append sink"); }
+TEST_CASE("SQLite append sink, persist_extra: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::sqlite_config<sq::persist_extra>>("append sink"); }
+TEST_CASE("SQLite append sink, persist_full: acknowledged commits survive iff declared Synced") { run_sink<sq::append_mode, power_loss::sqlite_config<sq::persist_full>>("append sink"); }
 // clang-format on
