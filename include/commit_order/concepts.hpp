@@ -103,15 +103,18 @@ enum class write_outcome {
   absorbed,  ///< the offset guard kept a newer row: a replay, absorbed
 };
 
-/// Writes rows derived from records: `apply(source_offset, row)`. Durable on return unless the
+/// Writes rows derived from records: `apply(source_offset, row)`, or, for a sink whose rows
+/// record their partition, `apply(partition, source_offset, row)`. Durable on return unless the
 /// sink is inside a transaction it opened with `begin()`.
 template <class S>
 concept sink = requires {
   typename S::row_type;
 }
-&&requires(S& s, offset o, const typename S::row_type& row) {
-  s.apply(o, row);
-};
+&&(
+    requires(S& s, offset o, const typename S::row_type& row) { s.apply(o, row); } ||
+    requires(S & s, partition_id k, offset o, const typename S::row_type& row) {
+      s.apply(k, o, row);
+    });
 
 /// The row type a sink accepts.
 template <sink S>
