@@ -224,6 +224,25 @@ concept partitioned_position_store = requires(S& s, partition_id k, position p) 
   s.commit(k, p);
 };
 
+/// A source that can tell one record from another at the same offset: `fingerprint(record)`
+/// and `fingerprint_at(offset)` (none when the offset is not retained) agree for the same
+/// record. With a store that keeps a fingerprint beside the position, recovery refuses to
+/// resume after a record that is not the one the position was committed after
+/// (`offset_reused`): a source that lost records and reused their offsets.
+template <class S>
+concept fingerprinted_source = requires(S& s, const source_record_t<S>& r, offset o) {
+  { s.fingerprint(r) } -> std::same_as<std::uint64_t>;
+  { s.fingerprint_at(o) } -> std::same_as<std::optional<std::uint64_t>>;
+};
+
+/// A position store that keeps the fingerprint of the record a position was committed after:
+/// `commit(p, fingerprint)`, `load_fingerprint()` (none when the last commit carried none).
+template <class S>
+concept fingerprint_store = requires(S& s, position p, std::uint64_t f) {
+  s.commit(p, f);
+  { s.load_fingerprint() } -> std::same_as<std::optional<std::uint64_t>>;
+};
+
 /// Either kind of store.
 template <class S>
 concept any_position_store = position_store<S> || partitioned_position_store<S>;
