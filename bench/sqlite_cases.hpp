@@ -1,10 +1,10 @@
 // The cases of the SQLite benchmark: for each policy (TransactionalPosition, AtLeastOnce with
-// the SQLite position store), each synchronous level (WAL + FULL, WAL + NORMAL) and each batch
-// size, the library's pipeline and the loop a careful engineer writes by hand with the sqlite3
-// C API. The hand-written twin issues the same SQL statements, in the same order, with the
-// same bound values, on the same number of connections as the adapter (sqlite_bench --verify
-// checks it by tracing both): same schema, same position table and fenced upsert, same
-// pragmas. It is also the fastest honest loop for its policy: each batch's rows in one
+// the SQLite position store on the sink's connection), each synchronous level (WAL + FULL,
+// WAL + NORMAL) and each batch size, the library's pipeline and the loop a careful engineer
+// writes by hand with the sqlite3 C API. The hand-written twin issues the same SQL statements, in
+// the same order, with the same bound values, on the same number of connections as the adapter
+// (sqlite_bench --verify checks it by tracing both): same schema, same position table and fenced
+// upsert, same pragmas. It is also the fastest honest loop for its policy: each batch's rows in one
 // transaction, then (AtLeastOnce) the position's own commit.
 //
 // Every case starts from the same seeded database: `orders` rows and the position row written
@@ -190,7 +190,10 @@ struct instance {
 
 // ---- the library ----------------------------------------------------------------------------
 
-template <policy_id P, sync_id S>
+/// The library. Under AtLeastOnce the position store shares the sink's connection, unless
+/// `StoreOwnConnection` (a reference configuration the callgrind report measures: the store
+/// opening its own connection to the same file).
+template <policy_id P, sync_id S, bool StoreOwnConnection = false>
 struct pipeline_case {
   using durability = durability_t<S>;
   using sink_t = sq::guarded_upsert_sink<orders_flat, durability>;
@@ -209,7 +212,11 @@ struct pipeline_case {
     if constexpr (P == policy_id::transactional_position) {
       p.emplace(reader, sink, co::settings{.batch_size = batch});
     } else {
-      store.emplace(file);
+      if constexpr (StoreOwnConnection) {
+        store.emplace(file);
+      } else {
+        store.emplace(sink);
+      }
       p.emplace(reader, sink, *store, co::settings{.batch_size = batch});
     }
     p->recover();
@@ -221,16 +228,16 @@ struct pipeline_case {
 // ---- the hand-written twin ------------------------------------------------------------------
 
 /// Deliberate departures from the library's statements: --verify must tell each apart.
-/// `one_connection` is also a reference the callgrind report measures: AtLeastOnce with the
-/// position written on the rows' connection (the library's position store has its own).
+/// `second_connection` is also the twin of the reference configuration
+/// (pipeline_case<at_least_once, S, true>): the position on a connection of its own.
 enum class flaw {
   none,
-  commit_per_row,    ///< AtLeastOnce as it was: every row its own transaction
-  position_first,    ///< the position staged before the rows
-  plain_begin,       ///< BEGIN instead of BEGIN IMMEDIATE
-  position_at_last,  ///< the position names the last record instead of the one after it
-  no_read_back,      ///< the pragmas set but not read back
-  one_connection,    ///< AtLeastOnce with the position on the rows' connection
+  commit_per_row,     ///< AtLeastOnce as it was: every row its own transaction
+  position_first,     ///< the position staged before the rows
+  plain_begin,        ///< BEGIN instead of BEGIN IMMEDIATE
+  position_at_last,   ///< the position names the last record instead of the one after it
+  no_read_back,       ///< the pragmas set but not read back
+  second_connection,  ///< AtLeastOnce with the position on a second connection
 };
 
 class raw_statement final {
@@ -369,7 +376,7 @@ struct handwritten_case {
   raw_statement begin{rows.get(), F == flaw::plain_begin ? "BEGIN" : "BEGIN IMMEDIATE"};
   raw_statement commit{rows.get(), "COMMIT"};
   raw_statement rollback{rows.get(), "ROLLBACK"};
-  // AtLeastOnce: the position store's own connection.
+  // AtLeastOnce with flaw::second_connection: the position's own connection.
   std::optional<raw_connection> store;
   std::optional<raw_positions> store_positions;
 
@@ -394,12 +401,14 @@ struct handwritten_case {
         throw;
       }
       commit.run();
-    } else if constexpr (F == flaw::one_connection) {
-      stored = rows_positions.read(rows.get());
-    } else {
+    } else if constexpr (F == flaw::second_connection) {
       store.emplace(file, S, F != flaw::no_read_back);
       store_positions.emplace(*store);
       stored = store_positions->read(store->get());
+    } else {
+      // The store's set-up on the shared connection: its table, whatever the sink created.
+      rows.exec(sql::create_positions);
+      stored = rows_positions.read(rows.get());
     }
     reader.seek(co::position{stored.value_or(0)});
   }
@@ -439,10 +448,11 @@ struct handwritten_case {
           throw;
         }
       }
-      if constexpr (F == flaw::one_connection) {
-        rows_positions.write(rows.get(), end);
-      } else {
+      // The position's own autocommit transaction, after the rows' has committed.
+      if constexpr (F == flaw::second_connection) {
         store_positions->write(store->get(), end);
+      } else {
+        rows_positions.write(rows.get(), end);
       }
     }
     return records.size();
