@@ -31,6 +31,7 @@ bench=build/bench/bench/overhead_bench
 [[ -x $bench ]] || { echo "performance_report: build the bench preset first" >&2; exit 1; }
 reps=${REPETITIONS:-15}
 
+load=$(cut -d' ' -f1-3 /proc/loadavg | sed 's/ /, /g')
 wall=$("$bench" --benchmark_repetitions="$reps" --benchmark_min_time=0.2 \
   --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
   --benchmark_color=false 2>/dev/null | sed -n '/^case (median ns\/record)/,$p')
@@ -44,8 +45,8 @@ compiler=$(g++ --version | head -n1)
 cat <<DOC
 ## In memory: the loop's own cost
 
-The benchmark is \`bench/overhead.cpp\`: for each policy at batch 1, 64 and 512, the same in-memory log is
-consumed into the same in-memory table by
+The benchmark is \`bench/overhead.cpp\`: for each policy at batch 1, 64 and 512, the same
+in-memory log is consumed into the same in-memory table by
 
 - \`pipeline/<Policy>/batch:<B>\` — \`commit_order::pipeline\` with default options;
 - \`handwritten/<Policy>/batch:<B>\` — the loop a careful engineer writes for the same steps, in
@@ -57,7 +58,7 @@ Each pipeline case and its twin are checked to leave identical rows, positions a
 a plain append table for AtMostOnce, a guarded keyed upsert for AtLeastOnce, the same with the
 position in its transaction for TransactionalPosition.
 
-Machine: ${machine}; ${compiler}; Release (-O3). Wall-clock figures are medians of ${reps}
+Machine: ${machine}, load average at the start ${load}; ${compiler}; Release (-O3). Wall-clock figures are medians of ${reps}
 repetitions with random interleaving, in one run; the machine is shared, so read the ratios,
 not the absolute times.
 

@@ -73,14 +73,16 @@ void run_case(benchmark::State& state, std::size_t batch) {
   state.SetItemsProcessed(records);
 }
 
-/// Records per repetition: about ten milliseconds at each speed on a quiet disk (an fsync per
-/// commit under FULL), so that the two runs of a pair see the same load.
+/// Records per repetition: a few tens of milliseconds at each speed on a loaded machine (an
+/// fsync per commit under FULL). Short, so that the two runs of a pair see the same load; long
+/// enough that a repetition spans many of the scheduler's time slices, whose share of the CPU
+/// varies from one slice to the next when other processes compete for the cores.
 constexpr std::int64_t records_per_repetition(sync_id s, std::size_t batch) {
   if (batch == 1)
-    return s == sync_id::full ? 16 : 256;
+    return s == sync_id::full ? 16 : 1024;
   if (batch == 64)
-    return s == sync_id::full ? 256 : 4096;
-  return s == sync_id::full ? 2048 : 8192;
+    return s == sync_id::full ? 256 : 16384;
+  return s == sync_id::full ? 2048 : 32768;
 }
 
 struct config {
