@@ -73,16 +73,17 @@ void run_case(benchmark::State& state, std::size_t batch) {
   state.SetItemsProcessed(records);
 }
 
-/// Records per repetition: a few tens of milliseconds at each speed on a loaded machine (an
-/// fsync per commit under FULL). Short, so that the two runs of a pair see the same load; long
-/// enough that a repetition spans many of the scheduler's time slices, whose share of the CPU
-/// varies from one slice to the next when other processes compete for the cores.
+/// Records per repetition: tens of milliseconds at each speed on a loaded machine. Short, so
+/// that the two runs of a pair see the same load; long enough that a repetition spans at least
+/// 16 commits under FULL (one fsync's latency varies several-fold from one to the next) and
+/// many of the scheduler's time slices (whose share of the CPU varies from one slice to the
+/// next when other processes compete for the cores).
 constexpr std::int64_t records_per_repetition(sync_id s, std::size_t batch) {
   if (batch == 1)
     return s == sync_id::full ? 16 : 1024;
   if (batch == 64)
-    return s == sync_id::full ? 256 : 16384;
-  return s == sync_id::full ? 2048 : 32768;
+    return s == sync_id::full ? 1024 : 16384;
+  return s == sync_id::full ? 8192 : 32768;
 }
 
 struct config {
