@@ -110,8 +110,9 @@ inline constexpr const char* store_position =
     "INSERT INTO \"commit_order_positions\" (stream, position, owner_epoch) VALUES (?1, ?2, ?3) "
     "ON CONFLICT (stream) DO UPDATE SET position = excluded.position WHERE "
     "\"commit_order_positions\".owner_epoch = excluded.owner_epoch";
-// Recovery under TransactionalPosition claims the row for the consumer's epoch (0) first: an
-// owner with a newer epoch keeps it, and this consumer learns it is fenced.
+// Recovery under TransactionalPosition claims the row first, for the epoch one above the row's
+// (no owner epoch is configured: the consumer started last owns the position); an owner with a
+// newer epoch keeps it, and this consumer learns it is fenced.
 inline constexpr const char* claim_position =
     "INSERT INTO \"commit_order_positions\" (stream, position, owner_epoch) VALUES (?1, NULL, ?2) "
     "ON CONFLICT (stream) DO UPDATE SET owner_epoch = excluded.owner_epoch WHERE "
@@ -331,10 +332,26 @@ struct raw_positions {
       , store(c.get(), sql::store_position)
       , claim(c.get(), sql::claim_position) {}
 
-  /// Makes epoch 0 the row's owner; false when a newer owner holds it.
-  bool claim_ownership(sqlite3* db) {
+  /// The owner epoch this connection writes positions as (0 until it claims the row).
+  std::int64_t epoch = 0;
+
+  /// The owner epoch the row holds now (0: no row).
+  std::int64_t owner(sqlite3* db) {
+    sqlite3_bind_text(load.get(), 1, sql::stream, 7, SQLITE_STATIC);
+    const int rc = sqlite3_step(load.get());
+    const std::int64_t e = rc == SQLITE_ROW ? sqlite3_column_int64(load.get(), 1) : 0;
+    sqlite3_reset(load.get());
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+      fail(db, rc, sql::load_position);
+    return e;
+  }
+
+  /// Makes `e` the row's owner (and the epoch of every later position); false when a newer
+  /// owner holds it.
+  bool claim_ownership(sqlite3* db, std::int64_t e) {
+    epoch = e;
     sqlite3_bind_text(claim.get(), 1, sql::stream, 7, SQLITE_STATIC);
-    sqlite3_bind_int64(claim.get(), 2, 0);
+    sqlite3_bind_int64(claim.get(), 2, e);
     claim.run();
     return sqlite3_changes(db) != 0;
   }
@@ -356,7 +373,7 @@ struct raw_positions {
   void write(sqlite3* db, std::int64_t position) {
     sqlite3_bind_text(store.get(), 1, sql::stream, 7, SQLITE_STATIC);
     sqlite3_bind_int64(store.get(), 2, position);
-    sqlite3_bind_int64(store.get(), 3, 0);
+    sqlite3_bind_int64(store.get(), 3, epoch);
     store.run();
     if (sqlite3_changes(db) == 0) [[unlikely]]
       throw std::runtime_error("sqlite_bench: fenced: another owner holds the position row");
@@ -387,7 +404,10 @@ struct handwritten_case {
       // Recovery inside a transaction: no row may be newer than the position.
       begin.run();
       try {
-        const bool owned = rows_positions.claim_ownership(rows.get());
+        // No owner epoch configured: claim the next one, so the last consumer started owns
+        // the position and the one before is fenced at its next write.
+        const bool owned =
+            rows_positions.claim_ownership(rows.get(), rows_positions.owner(rows.get()) + 1);
         stored = rows_positions.read(rows.get());
         if (!owned)
           throw std::runtime_error("sqlite_bench: fenced: a newer owner holds the position row");
