@@ -309,8 +309,8 @@ class pipeline_impl {
       }
       notify<events::polled>(n, batch_end);
       tick();
-      const std::size_t unit = unit_size(n);
-      if (unit >= n) [[likely]] {
+      const std::size_t unit = unit_limit();
+      if (n <= unit) [[likely]] {
         process_unit(first, last, batch_end);
       } else {
         for (std::size_t done = 0; done < n;) {
@@ -637,17 +637,16 @@ class pipeline_impl {
     return limit;
   }
 
-  COMMIT_ORDER_INLINE std::size_t unit_size(std::size_t batch) const {
+  // The largest unit allowed now: the configured limit, or the sink's run-time one when it is
+  // lower. One comparison with the batch then decides whether to split.
+  COMMIT_ORDER_INLINE std::size_t unit_limit() const {
     if constexpr (std::is_same_v<typename Policy::trigger, EveryRecord>) {
       return 1;
+    } else if constexpr (runtime_limited_sink<Sink>) {
+      const std::size_t n = sink_->max_transaction_rows();
+      return n != 0 && n < configured_limit_ ? n : configured_limit_;
     } else {
-      std::size_t limit = std::min(batch, configured_limit_);
-      if constexpr (runtime_limited_sink<Sink>) {
-        const std::size_t n = sink_->max_transaction_rows();
-        if (n != 0 && n < limit)
-          limit = n;
-      }
-      return limit;
+      return configured_limit_;
     }
   }
 
