@@ -253,7 +253,11 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// outdated_layout when the file was written by the adapter before partitions.
   explicit table_sink(const std::filesystem::path& file, sink_options options = {})
       : db_(connection::open<Durability>(file, {options.busy_timeout})) {
+    // Both before anything is created: a refused file is left as it was.
     detail::check_table_layout<D>(db_);
+    detail::check_positions_layout(
+        db_, detail::require_identifier(options.position_table, "position table name"),
+        options.topic);
     if (options.create_tables) {
       db_.exec(detail::create_table_sql<D, Mode>());
       if constexpr (D::partition_index)

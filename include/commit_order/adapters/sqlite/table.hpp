@@ -292,7 +292,7 @@ template <auto Member, class... K, class... V>
 struct column_of<Member, key_columns<K...>, value_columns<V...>> {
   template <class C>
   static constexpr bool holds() {
-    if constexpr (std::is_same_v<decltype(C::member), decltype(Member)>) {
+    if constexpr (std::is_same_v<std::remove_cv_t<decltype(C::member)>, decltype(Member)>) {
       return C::member == Member;
     } else {
       return false;
