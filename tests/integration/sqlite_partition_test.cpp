@@ -199,8 +199,8 @@ TEST_CASE("a pipeline over two partitions into one table: positions and recovery
 namespace {
 // Counts what the guard did, per outcome.
 struct counting_sink : guarded_t {
-  using guarded_t::guarded_t;
   using guarded_t::apply;
+  using guarded_t::guarded_t;
   int applied = 0;
   int absorbed = 0;
   co::write_outcome apply(co::partition_id k, co::offset o, const order_event& e) {

@@ -67,7 +67,7 @@ class outdated_layout final : public commit_order::error {
             "': it was written by the SQLite adapter before partitions. Stop every consumer of "
             "the database, then migrate it once with commit_order::sqlite::"
             "migrate_to_partitions<your table layouts...>(file) (docs/adapters.md, "
-            "\"Migrating a database written before partitions\"), which runs: ",
+            "\"A database written before partitions\"), which runs: ",
             migration))
       , table_(std::move(table))
       , missing_column_(std::move(missing_column))
