@@ -301,7 +301,7 @@ struct column_of<Member, key_columns<K...>, value_columns<V...>> {
   static constexpr bool in_key = (holds<K>() || ...);
   static constexpr std::string_view name = [] {
     std::string_view found;
-    ((holds<V>() ? (found = V::name, true) : false), ...);
+    ((found = holds<V>() ? V::name : found), ...);
     return found;
   }();
 };
