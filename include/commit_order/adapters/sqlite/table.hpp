@@ -143,10 +143,10 @@ struct table_layout {
   /// watermark of one partition reads: one seek, where a table without it is scanned whole —
   /// at every claim of a partition, under the write lock, and at every progress() call. The
   /// index is also written by every upsert (its entry moves with the offset): measured with
-  /// the orders table in memory (wal_normal, 256 rows per transaction), about 0.75 us of CPU
-  /// per row, twice SQLite's cost of the upsert alone; next to a Synced commit's fsync it is
-  /// small. A layout fed by one partition, written hard and rarely claimed, may turn it off by
-  /// declaring `static constexpr bool partition_index = false;` in its derived type.
+  /// a table in SQLite's cache (wal_normal, 256 rows per transaction), it doubles SQLite's CPU
+  /// per row (about 1.6 us instead of 0.8 us); next to a Synced commit's fsync it is small
+  /// (docs/adapters.md). A layout fed by one partition, written hard and rarely claimed, may
+  /// turn it off by declaring `static constexpr bool partition_index = false;` in its type.
   static constexpr bool partition_index = true;
 
   static_assert(is_identifier(name),
