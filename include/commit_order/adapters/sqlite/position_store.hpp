@@ -1,11 +1,12 @@
 // commit_order/adapters/sqlite/position_store.hpp — a position store in a SQLite table.
 //
-// For the policies that commit their position apart from the sink (AtMostOnce, AtLeastOnce).
-// commit(p) is one autocommit transaction on the position row (see position_table.hpp),
-// durable on return as its durability mode says: `Synced` under the default wal_full (see
-// connection.hpp for every journal x synchronous combination). It is a second
-// write even when the rows live in the same database file — only TransactionalPosition puts
-// the position inside the rows' own transaction.
+// For the policies that commit their positions apart from the sink (AtMostOnce, AtLeastOnce).
+// It keeps one position per partition in the position table (see layout.hpp), keyed by
+// (stream, topic, partition); `load()` and `commit(p)` are partition 0's. commit(k, p) is one
+// autocommit transaction on partition k's row, durable on return as its durability mode says:
+// `Synced` under the default wal_full (see connection.hpp for every journal x synchronous
+// combination). It is a second write even when the rows live in the same database file — only
+// TransactionalPosition puts the positions inside the rows' own transaction.
 //
 // A store opens its own connection to its file, or shares a SQLite sink's: when the positions
 // live in the sink's database, a second connection costs more than the second write. SQLite
@@ -21,6 +22,7 @@
 #include <string>
 
 #include "commit_order/adapters/sqlite/connection.hpp"
+#include "commit_order/adapters/sqlite/layout.hpp"
 #include "commit_order/adapters/sqlite/position_table.hpp"
 #include "commit_order/adapters/sqlite/sink.hpp"
 #include "commit_order/capabilities.hpp"
@@ -29,8 +31,11 @@
 namespace commit_order::sqlite {
 
 struct store_options final {
+  /// The consumer the positions belong to; see sink_options.
   std::string stream = "default";
-  std::string position_table = "commit_order_positions";
+  /// The source it reads (a topic; empty for a source without topics).
+  std::string topic{};
+  std::string position_table = std::string(detail::default_position_table);
   /// How long a commit waits for another connection's lock before failing with SQLITE_BUSY (an
   /// infrastructure_error).
   std::chrono::milliseconds busy_timeout{5000};
@@ -42,11 +47,12 @@ class position_store final {
  public:
   using capabilities = commit_order::capabilities<typename Durability::durability>;
 
-  /// Opens its own connection to `file`. Throws durability_mismatch when SQLite does not run
-  /// the durability mode.
+  /// Throws durability_mismatch when SQLite does not run the durability mode, and
+  /// outdated_layout when the position table was written by the adapter before partitions.
   explicit position_store(const std::filesystem::path& file, store_options options = {})
       : own_(connection::open<Durability>(file, {options.busy_timeout})), db_(&*own_) {
-    positions_.emplace(*db_, options.position_table, options.stream, options.create_table);
+    positions_.emplace(*db_, options.position_table, std::move(options.stream),
+                       std::move(options.topic), options.create_table);
   }
 
   /// Shares `sink`'s connection (and so its database file and durability mode; the options'
@@ -56,22 +62,29 @@ class position_store final {
   template <describes_table D, write_mode M>
   explicit position_store(table_sink<D, M, Durability>& sink, store_options options = {})
       : db_(&sink.database()) {
-    positions_.emplace(*db_, options.position_table, options.stream, options.create_table);
+    positions_.emplace(*db_, options.position_table, std::move(options.stream),
+                       std::move(options.topic), options.create_table);
   }
 
   position_store(const position_store&) = delete;
   position_store& operator=(const position_store&) = delete;
 
-  [[nodiscard]] std::optional<position> load() const { return positions_->load().stored; }
+  [[nodiscard]] std::optional<position> load(partition_id k) const {
+    return positions_->load(k).stored;
+  }
 
-  /// Durable on return (as the durability mode says); allocates nothing. Written as owner epoch 0:
-  /// if a fencing owner has claimed this stream, the store is fenced too rather than overwriting
-  /// that owner's position.
-  void commit(position p) {
+  /// Durable on return (as the durability mode says); allocates nothing. Written as owner
+  /// epoch 0: if a fencing owner has claimed the partition, the store is fenced too rather
+  /// than overwriting that owner's position.
+  void commit(partition_id k, position p) {
     if (!own_ && db_->in_transaction()) [[unlikely]]
       throw_inside_transaction();
-    positions_->store(p, epoch{0});
+    positions_->store(k, p, epoch{0});
   }
+
+  // The same for a single-partition stream: partition 0.
+  [[nodiscard]] std::optional<position> load() const { return load(partition_id{0}); }
+  void commit(position p) { commit(partition_id{0}, p); }
 
   /// The connection (for tests, and for pragmas that do not touch durability).
   [[nodiscard]] connection& database() noexcept { return *db_; }
