@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The cases of the overhead benchmark: for each policy and batch size, the pipeline, the loop a
 // careful engineer would write by hand for the same steps, and the raw sink alone (the floor).
 // All three consume the same in-memory log into the same in-memory table.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSL-1.0
 # Regenerates docs/performance.md: the wall-clock ratio table (medians of repetitions, all
 # variants interleaved in one run) and callgrind instructions per record.
 #   cmake --preset bench && cmake --build --preset bench &&

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # Adapter targets: header-only like the core, each linking its client library only when a
 # consumer links the adapter target. An adapter whose client is not installed is skipped, and
 # then neither exported nor demanded by the package config.

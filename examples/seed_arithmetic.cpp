@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The seed's arithmetic, measured: a consumer at 2000 records/s committing every 5 s, one or two
 // unclean shutdowns a week, under AtMostOnce<AutoCommit>, AtLeastOnce and TransactionalPosition.
 //

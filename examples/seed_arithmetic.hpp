@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The seed's arithmetic, simulated: a consumer at 2000 records/s that commits every 5 s has up
 // to 10,000 records in flight behind each commit; one or two unclean shutdowns a week then lose
 // (commit-then-write, here auto-commit) or replay (write-then-commit) up to 10,000 records each.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // tools/legality_table.cpp -- writes docs/legality.md from the rules themselves.
 //
 //   legality_table [<output file>]     (stdout without an argument)

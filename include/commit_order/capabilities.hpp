@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/capabilities.hpp — what a sink or position store declares about itself.
 //
 // Capabilities are tag types collected in `capabilities<...>`. A type declares them with a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/concepts.hpp — the shapes of sources, sinks and position stores.
 //
 // These say what the loop calls; the capability tags (capabilities.hpp) say what the calls

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/errors.hpp — the failures the pipeline reports instead of hiding.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/observer.hpp — what a pipeline reports while it runs.
 //
 // An observer is any type with overloads of one member, `on(Event, args...)`, for the events

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/offset.hpp — strong types for source offsets, positions and owner epochs.
 //
 // An *offset* names one record of one stream partition. A *position* names the next record

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/policy.hpp — the three policies and their commit triggers.
 //
 // A policy is a type with two members: `steps`, the order it claims, and `trigger`, how often

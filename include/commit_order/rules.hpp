@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/rules.hpp — every legality rule, in one place.
 //
 // A rule is one named type: an id, a one-line message that states the rule and the fix, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Writes handed to an executor complete out of order; the committed position is the lowest
 // offset not yet completed, so a thread pool never turns the pipeline into at-most-once.
 // The testing kit's manual executor makes every completion order reproducible.

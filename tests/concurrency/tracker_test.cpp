@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The completion tracker against its model, on hand-picked and on random schedules.
 #include <doctest/doctest.h>
 

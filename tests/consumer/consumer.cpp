@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A downstream program: it consumes commit_order the way another project would, runs a small
 // TransactionalPosition pipeline over the in-memory parts and checks what the table holds.
 // Built by both consumer tests (find_package on an installed tree, add_subdirectory).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // What the crash tests share: an event stream where a regression is visible, the four kinds of
 // sink the matrix runs, a sink wrapper that keeps a journal of what became durable, a fault
 // injector, and reference models that say — from the log and the policy's own step list, never

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Library bugs the crash tests found, each kept as the smallest test that showed it, so it
 // cannot come back.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Random schedules: crashes at random fault points, sink failures under every error handling,
 // and retention while the consumer is down, over every legal policy x sink, with invariants that
 // hold whatever the schedule did.

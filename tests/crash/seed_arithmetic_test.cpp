@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The seed's arithmetic (examples/seed_arithmetic.hpp), asserted: at 2000 records/s with a 5 s
 // commit, an unclean shutdown loses at most 10,000 records under auto-commit and nothing under
 // AtLeastOnce or TransactionalPosition; the replays AtLeastOnce absorbs are bounded the same way.

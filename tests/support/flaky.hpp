@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A sink wrapper that fails chosen records a chosen number of times, then behaves like the
 // table it wraps: the "record 300 of 500 fails" of the seeds, on demand.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The seeds' running example, shared by tests: order events flattened into `orders_flat`,
 // keyed by order_id, where later events update earlier orders.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // No swallowed failures: "record 300 of 500 fails" under every policy and every error handling.
 // The position never passes a failed record unless the policy had already committed past it
 // (at-most-once), and then the error says which records were lost.

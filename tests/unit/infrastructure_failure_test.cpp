@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Failures that are not a record's: a transaction that will not begin or commit, a position
 // store that will not take the position, settings that cannot work. They propagate as they
 // are — never as record_failed, never swallowed — and leave nothing half-committed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The loop runs the policy's steps in the policy's order, over real (in-memory) parts.
 #include <doctest/doctest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // recover(): the stored position is checked against what the source still has, and against
 // what the sink holds, before a single record is read.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The verdict of a configuration is a type: each rule is pinned here at build time, and the
 // "can call" form (can_make_pipeline) and is_legal_v agree with it because they are the same
 // predicate over the same parameters as `pipeline`. The compile-fail tests check the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // crash_lab/lab/child.hpp — the consumer process the supervisor starts and kills.
 //
 //   <exe> --child <policy> <log dir> <database> <position file> <batch> <pace µs> <interval ms>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // crash_lab/lab/orders.hpp — the seeds' running example on real parts: order events in a file
 // log, flattened into the SQLite table `orders_flat`.
 //

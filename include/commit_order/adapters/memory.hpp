@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory.hpp — the testing kit: an in-memory log, table and position
 // store, for tests, benchmarks and documentation.
 #pragma once

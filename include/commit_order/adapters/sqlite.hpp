@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite.hpp — the SQLite adapter: typed table descriptions, guarded
 // upsert / upsert / append sinks with the position in the same transaction, and a position
 // store. Links libsqlite3: target commit_order::sqlite.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The parts every compile-fail case is built from: the seeds' order events, tables of each
 // capability set and position stores of each durability. A case and its twin differ in one
 // part only, so the rule under test -- not a typo elsewhere -- is what fails.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory/synchronized.hpp — a sink made safe for concurrent writes.
 //
 // Part of the testing kit: wraps a sink so that `apply` may be called from several threads

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory/table.hpp — an in-memory table with declared capabilities.
 //
 // Part of the testing kit. Its behaviour follows the capabilities it is given, so one type

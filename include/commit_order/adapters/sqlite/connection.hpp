@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/connection.hpp — a SQLite connection and its prepared
 // statements, as RAII types that throw typed errors instead of returning codes; the durability
 // modes a connection can run in; and which failures are a record's and which the world's.

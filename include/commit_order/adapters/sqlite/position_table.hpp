@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/position_table.hpp — the row that holds a stream's position
 // and the epoch of its owner.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/table.hpp — the typed description of a sink table.
 //
 // A table is described by the event members its columns hold, never by SQL text:
