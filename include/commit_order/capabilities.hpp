@@ -128,12 +128,18 @@ inline constexpr auto is_max_rows_tag = [](auto t) {
 };
 }  // namespace detail
 
+namespace detail {
+// A concept of its own so that the conjunction below stays readable under clang-format 14.
+template <class T>
+concept names_capabilities = requires {
+  typename capability_traits<T>::capabilities;
+};
+}  // namespace detail
+
 /// True when T declares its capabilities (nested alias or trait).
 template <class T>
-concept declares_capabilities = requires {
-  typename capability_traits<T>::capabilities;
-}
-&&detail::is_capabilities<typename capability_traits<T>::capabilities>::value;
+concept declares_capabilities = detail::names_capabilities<T> &&
+    detail::is_capabilities<typename capability_traits<T>::capabilities>::value;
 
 template <class T>
 using capabilities_of_t = typename capability_traits<T>::capabilities;

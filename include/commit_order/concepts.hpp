@@ -21,18 +21,25 @@ namespace commit_order {
 template <class S>
 using batch_t = decltype(std::declval<S&>().poll(std::size_t{}));
 
+// The parts of the concepts below are named concepts of their own: clang-format 14 mangles a
+// requires-expression joined to anything by && (`}\n&&std::...`), but not a conjunction of names.
+namespace detail {
+template <class S>
+concept source_calls = requires(S& s, const S& cs, position p, std::size_t n) {
+  s.seek(p);
+  { s.poll(n) } -> std::ranges::random_access_range;
+  { cs.earliest() } -> std::same_as<position>;
+  { cs.end() } -> std::same_as<position>;
+};
+}  // namespace detail
+
 /// Reads batches from a position. `seek` moves the read position; `poll(n)` returns up to n
 /// records from there as a sized random-access range (the loop splits batches into units);
 /// `earliest()` is the position of the first retained record and `end()` the position just past the
 /// last one.
 template <class S>
-concept source = requires(S& s, const S& cs, position p, std::size_t n) {
-  s.seek(p);
-  { s.poll(n) } -> std::ranges::random_access_range;
-  { cs.earliest() } -> std::same_as<position>;
-  { cs.end() } -> std::same_as<position>;
-}
-&&std::ranges::sized_range<batch_t<S>>&& record<std::ranges::range_value_t<batch_t<S>>>;
+concept source = detail::source_calls<S> && std::ranges::sized_range<batch_t<S>> &&
+    record<std::ranges::range_value_t<batch_t<S>>>;
 
 /// The record type of a source.
 template <source S>
@@ -46,13 +53,19 @@ enum class write_outcome {
 
 /// Writes rows derived from records: `apply(source_offset, row)`. Durable on return unless the
 /// sink is inside a transaction it opened with `begin()`.
+namespace detail {
 template <class S>
-concept sink = requires {
+concept declares_row_type = requires {
   typename S::row_type;
-}
-&&requires(S& s, offset o, const typename S::row_type& row) {
+};
+template <class S>
+concept applies_const_row = requires(S& s, offset o, const typename S::row_type& row) {
   s.apply(o, row);
 };
+}  // namespace detail
+
+template <class S>
+concept sink = detail::declares_row_type<S> && detail::applies_const_row<S>;
 
 /// The row type a sink accepts.
 template <sink S>
