@@ -126,7 +126,7 @@ TEST_CASE("a failed write stops the pipeline; the position stays below it") {
   order_log log = make_log(10, 10);
   guarded_table inner;
   using sink_t = co::memory::synchronized<flaky_sink<guarded_table>>;
-  sink_t sink(&inner, std::map<co::offset, int>{{co::offset{6}, -1}});
+  sink_t sink(inner, std::map<co::offset, int>{{co::offset{6}, -1}});
   store st;
   executor ex;
   co::pipeline<order_log, sink_t, co::AtLeastOnce<>, co::with_store<store>,
@@ -150,7 +150,7 @@ TEST_CASE("dead letters under an executor: the position passes the record once i
   order_log log = make_log(10, 10);
   guarded_table inner;
   using sink_t = co::memory::synchronized<flaky_sink<guarded_table>>;
-  sink_t sink(&inner, std::map<co::offset, int>{{co::offset{3}, -1}});
+  sink_t sink(inner, std::map<co::offset, int>{{co::offset{3}, -1}});
   store st;
   executor ex;
   co::memory::dead_letters<order_event> dl;

@@ -153,7 +153,7 @@ void run_schedule(std::mt19937_64& rng, totals& t) {
   store st;
   journal j(static_cast<std::size_t>(n));
   jsink_t jsink(table, j);
-  sink_t sink{&jsink, failures};
+  sink_t sink{jsink, failures};
   letters dl;
   manual_clock::current = {};
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "commit_order/adapters/memory/dead_letters.hpp"
+#include "commit_order/adapters/memory/forwarding_sink.hpp"
 #include "commit_order/adapters/memory/log.hpp"
 #include "commit_order/adapters/memory/manual_executor.hpp"
 #include "commit_order/adapters/memory/position_store.hpp"
