@@ -24,11 +24,13 @@ namespace crash {
 
 namespace co = commit_order;
 using test_support::manual_clock;
+using test_support::store;
 
 // ---- events -----------------------------------------------------------------------------------
 
 /// One update of an account. `seq` counts the account's updates in log order (0, 1, 2, ...), so
 /// a row whose seq goes down was overwritten by an older event: a regression, made observable.
+/// (Not the shared order_event: its totals cannot tell an older row from a newer one.)
 struct account_event {
   std::int64_t account = 0;
   std::int64_t seq = 0;
@@ -68,8 +70,6 @@ using transactional_table =
 /// allowed, counted by offset.
 using harmless_table =
     co::memory::table<account_event, co::no_key, co::capabilities<co::DuplicatesHarmless>>;
-
-using store = co::memory::position_store<>;
 
 enum class sink_kind { idempotent, guarded, transactional, harmless };
 

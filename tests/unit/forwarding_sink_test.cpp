@@ -62,8 +62,6 @@ struct sentinel_position_sink {
   co::position load_position() const { return co::position{0}; }
 };
 
-using volatile_store = co::memory::position_store<co::Volatile>;
-
 template <class Sink, class Policy>
 using verdict_for =
     std::conditional_t<co::policy_facts_v<Policy>.uses_position_store,

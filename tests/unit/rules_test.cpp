@@ -26,8 +26,6 @@ using with = co::with_store<Store>;
 
 template <class... Caps>
 using durable_table = order_table<Caps..., co::Synced>;
-using synced_store = co::memory::position_store<co::Synced>;
-using synced_log = co::memory::log<order_event, co::Synced>;
 
 struct email_sink {
   using row_type = order_event;

@@ -8,8 +8,6 @@
 
 using namespace cf;
 
-using guarded_table = order_table<co::Idempotent, co::OffsetGuarded>;
-
 #ifdef COMMIT_ORDER_COMPILE_FAIL
 using sink_t = guarded_table;
 #else
