@@ -9,7 +9,7 @@
 
 #include <compare>
 #include <cstdint>
-#include <ostream>
+#include <iosfwd>  // the stream operators are templates: <ostream> only where they are used
 
 namespace commit_order {
 

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <ostream>  // doctest prints offsets and positions with their operator<<
 #include <random>
 #include <stdexcept>
 #include <vector>
