@@ -7,7 +7,6 @@
 
 #include <concepts>
 #include <cstddef>
-#include <functional>
 #include <optional>
 #include <ranges>
 #include <utility>
@@ -120,9 +119,18 @@ concept dead_letter_sink = requires(D& d, offset o, const Event& e, const char* 
   d.put(o, e, reason);
 };
 
+namespace detail {
+/// What the pipeline hands an executor: a copyable task, called once with no arguments. A
+/// stand-in, so that checking an executor does not make every translation unit include
+/// <functional>; an `execute(std::function<void()>)` accepts it as it accepts the real task.
+struct task_archetype final {
+  void operator()() const;  // never defined: only named in requires-expressions
+};
+}  // namespace detail
+
 /// Runs tasks handed to it, on threads of its own: `execute(std::function<void()>)`.
 template <class E>
-concept executor = requires(E& e, std::function<void()> task) {
+concept executor = requires(E& e, detail::task_archetype task) {
   e.execute(std::move(task));
 };
 

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -189,10 +188,10 @@ class table final {
   void for_each(F&& f) const {
     if constexpr (keyed) {
       for (const auto& [k, r] : keyed_)
-        std::invoke(f, r);
+        f(r);
     } else {
       for (const auto& r : appended_)
-        std::invoke(f, r);
+        f(r);
     }
   }
 
