@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <ranges>
