@@ -6,6 +6,9 @@
 #   cmake --preset bench-clang && cmake --build --preset bench-clang && bench/performance_report.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The compile-time section belongs to bench/compile_time.sh: it is carried over as it is.
+compile_time_section=$(sed -n '/^<!-- compile-time: begin/,/^<!-- compile-time: end -->/p' \
+  docs/performance.md 2>/dev/null || true)
 bench=build/bench/bench/overhead_bench
 [[ -x $bench ]] || { echo "performance_report: build the bench preset first" >&2; exit 1; }
 reps=${REPETITIONS:-15}
@@ -90,4 +93,7 @@ ${instr_clang}
   the sink's run-time transaction limit): the batch-1 rows above show what it costs over the
   twin, which also honours the sink's limit.
 DOC
+if [[ -n $compile_time_section ]]; then
+  printf '\n%s\n' "$compile_time_section" >> docs/performance.md
+fi
 echo "wrote docs/performance.md"
