@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSL-1.0
 # Instructions per record, pipeline vs its hand-written twin vs the raw sink, counted by
 # callgrind (repeatable, unlike wall-clock time). Each variant runs twice, over N1 and N2
 # records; the difference divided by N2 - N1 is the marginal cost of one record, free of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Per-record overhead of `pipeline` against the hand-written loop doing the same steps and
 // against the raw sink alone, for each policy at batch 1, 64 and 512 — measured side by side in
 // one run. A pipeline case is named `pipeline/<Policy>/batch:<B>`; its twin differs only by the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The cases of the overhead benchmark: for each policy and batch size, the pipeline, the loop a
 // careful engineer would write by hand for the same steps, and the raw sink alone (the floor).
 // All three consume the same in-memory log into the same in-memory table.
@@ -15,18 +16,17 @@
 #include <commit_order/adapters/memory.hpp>
 #include <commit_order/commit_order.hpp>
 
+#include "support/orders.hpp"
+
 namespace overhead {
 
 namespace co = commit_order;
 
-struct order_event {
-  std::int64_t order_id = 0;
-  std::int64_t customer_id = 0;
-  std::int64_t total_cents = 0;
-};
-using order_key = co::key<&order_event::order_id>;
-using order_log = co::memory::log<order_event>;
-using store = co::memory::position_store<>;
+// The tests' shared fixtures (tests/support/orders.hpp).
+using test_support::order_event;
+using test_support::order_key;
+using test_support::order_log;
+using test_support::store;
 
 /// Records per round: the log is consumed once per round, then everything is reset.
 inline constexpr std::int64_t log_size = 1 << 15;
@@ -41,12 +41,9 @@ inline order_log make_log() {
 }
 
 // The weakest sink each policy's rules allow, as a user would pick it.
-using amo_table = co::memory::table<order_event, co::no_key, co::capabilities<>>;
-using alo_table =
-    co::memory::table<order_event, order_key, co::capabilities<co::Idempotent, co::OffsetGuarded>>;
-using tx_table =
-    co::memory::table<order_event, order_key,
-                      co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional>>;
+using amo_table = test_support::append_table;
+using alo_table = test_support::guarded_table;
+using tx_table = test_support::guarded_tx_table;
 
 template <class Policy>
 struct policy_traits;

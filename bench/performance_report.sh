@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSL-1.0
 # Regenerates docs/performance.md from the benchmarks' output: the in-memory section
 # (bench/overhead.cpp: wall-clock ratio table, medians of interleaved repetitions, and callgrind
 # instructions per record on both compilers) and the SQLite section (bench/sqlite_report.sh:
@@ -128,6 +129,8 @@ if [[ $what == all || $what == sqlite ]]; then
 else
   kept_section sqlite >"$tmp/sqlite.md"
 fi
+sed -n '/^<!-- compile-time: begin/,/^<!-- compile-time: end -->/p' "$doc" >"$tmp/compile_time.md" \
+  2>/dev/null || true
 for part in memory sqlite; do
   [[ -s $tmp/$part.md ]] || {
     echo "performance_report: $doc has no $part section to keep: run bench/performance_report.sh all" >&2
@@ -156,5 +159,10 @@ DOC
   echo "<!-- sqlite:begin -->"
   cat "$tmp/sqlite.md"
   echo "<!-- sqlite:end -->"
+  # The compile-time section belongs to bench/compile_time.sh: it is carried over as it is.
+  if [[ -s $tmp/compile_time.md ]]; then
+    echo
+    cat "$tmp/compile_time.md"
+  fi
 } >"$doc"
 echo "wrote $doc"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # Adapter targets: header-only like the core, each linking its client library only when a
 # consumer links the adapter target. An adapter whose client is not installed is skipped, and
 # then neither exported nor demanded by the package config.
@@ -11,28 +12,28 @@ else()
 endif()
 set(COMMIT_ORDER_ADAPTER_DEPENDENCIES "")
 
-# commit_order::file — the segmented file log and the position file. zlib supplies CRC-32.
-find_package(ZLIB ${commit_order_adapter_mode})
-if(ZLIB_FOUND)
-  add_library(commit_order_file INTERFACE)
-  add_library(commit_order::file ALIAS commit_order_file)
-  set_target_properties(commit_order_file PROPERTIES EXPORT_NAME file)
-  target_link_libraries(commit_order_file INTERFACE commit_order ZLIB::ZLIB)
-  list(APPEND COMMIT_ORDER_INSTALLED_ADAPTERS commit_order_file)
-  string(APPEND COMMIT_ORDER_ADAPTER_DEPENDENCIES "find_dependency(ZLIB)\n")
-else()
-  message(STATUS "commit_order: zlib not found, the file adapter is not built")
-endif()
+# commit_order_adapter(<name> PACKAGE <find_package name> LINK <imported target> WHAT <text>)
+# Defines commit_order::<name> (exported as <name>) linking the client library, when its
+# package is found; records it for install() and the package config's find_dependency().
+function(commit_order_adapter name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "PACKAGE;LINK;WHAT" "")
+  find_package(${arg_PACKAGE} ${commit_order_adapter_mode})
+  if(NOT ${arg_PACKAGE}_FOUND)
+    message(STATUS "commit_order: ${arg_PACKAGE} not found, ${arg_WHAT} is not built")
+    return()
+  endif()
+  add_library(commit_order_${name} INTERFACE)
+  add_library(commit_order::${name} ALIAS commit_order_${name})
+  set_target_properties(commit_order_${name} PROPERTIES EXPORT_NAME ${name})
+  target_link_libraries(commit_order_${name} INTERFACE commit_order ${arg_LINK})
+  set(COMMIT_ORDER_INSTALLED_ADAPTERS ${COMMIT_ORDER_INSTALLED_ADAPTERS} commit_order_${name}
+      PARENT_SCOPE)
+  set(COMMIT_ORDER_ADAPTER_DEPENDENCIES
+      "${COMMIT_ORDER_ADAPTER_DEPENDENCIES}find_dependency(${arg_PACKAGE})\n" PARENT_SCOPE)
+endfunction()
 
+# commit_order::file — the segmented file log and the position file. zlib supplies CRC-32.
+commit_order_adapter(file PACKAGE ZLIB LINK ZLIB::ZLIB WHAT "the file adapter")
 # commit_order::sqlite — the SQLite sinks and position store.
-find_package(SQLite3 ${commit_order_adapter_mode})
-if(SQLite3_FOUND)
-  add_library(commit_order_sqlite INTERFACE)
-  add_library(commit_order::sqlite ALIAS commit_order_sqlite)
-  set_target_properties(commit_order_sqlite PROPERTIES EXPORT_NAME sqlite)
-  target_link_libraries(commit_order_sqlite INTERFACE commit_order SQLite::SQLite3)
-  list(APPEND COMMIT_ORDER_INSTALLED_ADAPTERS commit_order_sqlite)
-  string(APPEND COMMIT_ORDER_ADAPTER_DEPENDENCIES "find_dependency(SQLite3)\n")
-else()
-  message(STATUS "commit_order: SQLite3 not found, the SQLite adapter is not built")
-endif()
+commit_order_adapter(sqlite PACKAGE SQLite3 LINK SQLite::SQLite3 WHAT "the SQLite adapter")
+

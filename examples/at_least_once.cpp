@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // AtLeastOnce: poll -> write -> commit position. A crash between the write and the commit
 // replays the unit; the keyed upsert, guarded by source offset, absorbs the replay.
 #include <cstdio>

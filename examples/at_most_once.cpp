@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // AtMostOnce: poll -> commit position -> write. A crash between the commit and the write skips
 // the unit, and nothing says so: the records are simply never applied.
 #include <cstdio>

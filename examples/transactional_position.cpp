@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // TransactionalPosition: poll -> begin -> upsert rows + store position -> commit. The rows and
 // the position commit together; a crash anywhere leaves both or neither.
 #include <cstdio>

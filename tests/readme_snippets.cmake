@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # Checks that every README block marked `<!-- snippet: PATH ... -->` is the file PATH, verbatim:
 # the README's code is the compiled, tested code, never a copy that drifted.
 #   cmake -DSOURCE_DIR=<repo> -P readme_snippets.cmake
@@ -9,6 +10,8 @@ endif()
 foreach(marker IN LISTS markers)
   string(REPLACE "<!-- snippet: " "" path "${marker}")
   file(READ "${SOURCE_DIR}/${path}" code)
+  # The file's licence line is not part of what the README shows.
+  string(REGEX REPLACE "^// SPDX-License-Identifier: [^\n]*\n" "" code "${code}")
   string(FIND "${readme}" "${marker}" at)
   string(SUBSTRING "${readme}" ${at} -1 rest)
   string(FIND "${rest}" "```cpp\n" open)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # doc_check.cmake -- is a committed generated document up to date?
 #
 # As a module: commit_order_check_doc(<generated> <committed>) fails with a diff when the two

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # Fails when a tracked C++ file is not formatted by the root .clang-format.
 #   cmake -DSOURCE_DIR=<repo> -DCLANG_FORMAT=<clang-format> -P format_check.cmake
 file(GLOB_RECURSE files RELATIVE "${SOURCE_DIR}"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // tools/legality_table.cpp -- writes docs/legality.md from the rules themselves.
 //
 //   legality_table [<output file>]     (stdout without an argument)
@@ -8,7 +9,8 @@
 #include <commit_order/adapters/memory.hpp>
 #include <commit_order/commit_order.hpp>
 
-#include <cstdint>
+#include "support/orders.hpp"
+
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -34,11 +36,10 @@ void for_each_rule(co::rules::rule_list<Rules...>, F&& f) {
 
 // ---- the parts judged -----------------------------------------------------------------------
 
-struct order_event {
-  std::int64_t order_id = 0;
-};
-using order_log = co::memory::log<order_event>;
-using order_key = co::key<&order_event::order_id>;
+// The tests' shared fixtures: the order events, their key and their log.
+using test_support::order_event;
+using test_support::order_key;
+using test_support::order_log;
 
 /// An in-memory table declaring exactly `Caps` (keyed on the event when it is Idempotent).
 template <class... Caps>
@@ -77,9 +78,8 @@ using triggers = type_list<co::EveryRecord, co::EveryBatch, co::AutoCommit>;
 /// The tables are Volatile; where the executed order commits to a position store, it gets one
 /// just as durable, so R9 and R10 (rules about the store) do not hide the others.
 template <class Policy>
-using store_for =
-    std::conditional_t<co::policy_facts_v<Policy>.uses_position_store,
-                       co::memory::position_store<co::Volatile>, co::no_position_store>;
+using store_for = std::conditional_t<co::policy_facts_v<Policy>.uses_position_store,
+                                     test_support::volatile_store, co::no_position_store>;
 
 // ---- formatting -----------------------------------------------------------------------------
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # measure_diagnostics.cmake -- writes docs/diagnostics.md: what g++ and clang++ print for each
 # compile-fail case (tests/compile_fail/cases.cmake) with its illegal line switched on.
 #

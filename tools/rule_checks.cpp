@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // tools/rule_checks.cpp -- writes pipeline.hpp's static_assert block from rules::all_rules.
 //
 //   rule_checks <pipeline.hpp>            rewrites the block between the markers in place

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # rules_complete.cmake -- does every registered rule have a compile-fail case?
 #
 #   cmake -DLISTER=<legality_table> -DCASES=<tests/compile_fail/cases.cmake> -P rules_complete.cmake

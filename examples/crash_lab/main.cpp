@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // crash_lab — kills real consumer processes and shows what each commit order lost or
 // duplicated.
 //

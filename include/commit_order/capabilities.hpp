@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/capabilities.hpp — what a sink or position store declares about itself.
 //
 // Capabilities are tag types collected in `capabilities<...>`. A type declares them with a
@@ -10,9 +11,6 @@
 #include <string_view>
 #include <type_traits>
 
-#include <boost/hana/contains.hpp>
-#include <boost/hana/find_if.hpp>
-#include <boost/hana/optional.hpp>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
@@ -133,28 +131,71 @@ struct is_max_transaction_rows : std::false_type {};
 template <std::size_t N>
 struct is_max_transaction_rows<MaxTransactionRows<N>> : std::true_type {};
 
-inline constexpr auto is_durability_tag = [](auto t) {
-  return boost::hana::bool_c<durability_level<typename decltype(t)::type>>;
+// The queries below are plain pack expansions over `capabilities<Tags...>`: each is asked for
+// every part of every configuration the rules judge, and a fold costs the compiler far less
+// than a generic algorithm over a type-level tuple.
+template <class Caps, class Tag>
+struct contains_tag : std::false_type {};
+template <class... Tags, class Tag>
+struct contains_tag<capabilities<Tags...>, Tag>
+    : std::bool_constant<(std::is_same_v<Tags, Tag> || ...)> {};
+
+// The first of Tags that is a durability level, or Fallback.
+template <class Fallback, class... Tags>
+struct first_durability {
+  using type = Fallback;
 };
-inline constexpr auto is_max_rows_tag = [](auto t) {
-  return boost::hana::bool_c<is_max_transaction_rows<typename decltype(t)::type>::value>;
+template <class Fallback, class First, class... Rest>
+struct first_durability<Fallback, First, Rest...> {
+  using type = typename std::conditional_t<durability_level<First>, std::type_identity<First>,
+                                           first_durability<Fallback, Rest...>>::type;
+};
+template <class Caps, class Fallback>
+struct durability_in {
+  using type = Fallback;
+};
+template <class... Tags, class Fallback>
+struct durability_in<capabilities<Tags...>, Fallback> {
+  using type = typename first_durability<Fallback, Tags...>::type;
+};
+template <class Caps>
+struct names_durability : std::false_type {};
+template <class... Tags>
+struct names_durability<capabilities<Tags...>>
+    : std::bool_constant<(durability_level<Tags> || ...)> {};
+
+// The N of the first MaxTransactionRows<N> among Tags, or 0.
+template <class... Tags>
+struct first_max_rows : std::integral_constant<std::size_t, 0> {};
+template <std::size_t N, class... Rest>
+struct first_max_rows<MaxTransactionRows<N>, Rest...> : std::integral_constant<std::size_t, N> {};
+template <class First, class... Rest>
+struct first_max_rows<First, Rest...> : first_max_rows<Rest...> {};
+template <class Caps>
+struct max_rows_in : std::integral_constant<std::size_t, 0> {};
+template <class... Tags>
+struct max_rows_in<capabilities<Tags...>> : first_max_rows<Tags...> {};
+}  // namespace detail
+
+namespace detail {
+// A concept of its own so that the conjunction below stays readable under clang-format 14.
+template <class T>
+concept names_capabilities = requires {
+  typename capability_traits<T>::capabilities;
 };
 }  // namespace detail
 
 /// True when T declares its capabilities (nested alias or trait).
 template <class T>
-concept declares_capabilities = requires {
-  typename capability_traits<T>::capabilities;
-}
-&&detail::is_capabilities<typename capability_traits<T>::capabilities>::value;
+concept declares_capabilities = detail::names_capabilities<T> &&
+    detail::is_capabilities<typename capability_traits<T>::capabilities>::value;
 
 template <class T>
 using capabilities_of_t = typename capability_traits<T>::capabilities;
 
 /// Does the capability set `Caps` contain `Tag`?
 template <class Caps, class Tag>
-inline constexpr bool contains_capability_v =
-    decltype(boost::hana::contains(Caps::tags, boost::hana::type_c<Tag>))::value;
+inline constexpr bool contains_capability_v = detail::contains_tag<Caps, Tag>::value;
 
 namespace detail {
 template <class T>
@@ -193,31 +234,27 @@ inline constexpr bool guarded_v = has_capability_v<T, OffsetGuarded> || version_
 
 namespace detail {
 template <class T, class Fallback>
-constexpr auto durability_of() {
-  if constexpr (declares_capabilities<T>) {
-    constexpr auto found = boost::hana::find_if(capabilities_of_t<T>::tags, is_durability_tag);
-    if constexpr (boost::hana::is_just(found)) {
-      return *found;
-    } else {
-      return boost::hana::type_c<Fallback>;
-    }
-  } else {
-    return boost::hana::type_c<Fallback>;
-  }
-}
+struct durability_of {
+  using type = Fallback;
+};
+template <class T, class Fallback>
+requires declares_capabilities<T>
+struct durability_of<T, Fallback> {
+  using type = typename durability_in<capabilities_of_t<T>, Fallback>::type;
+};
 }  // namespace detail
 
 /// True when T declares a durability level among its capabilities. Every sink, position store
 /// and source must: the durability rules (R9a-c) compare them, and an assumed level would be
 /// the wrong guess in one direction or the other.
 template <class T>
-concept declares_durability = declares_capabilities<T> && decltype(boost::hana::is_just(
-    boost::hana::find_if(capabilities_of_t<T>::tags, detail::is_durability_tag)))::value;
+concept declares_durability =
+    declares_capabilities<T> && detail::names_durability<capabilities_of_t<T>>::value;
 
 /// The durability T declares (T must declare one).
 template <class T>
 requires declares_durability<T>
-using durability_t = typename decltype(detail::durability_of<T, Volatile>())::type;
+using durability_t = typename detail::durability_of<T, Volatile>::type;
 
 namespace detail {
 template <class Caps, class Level>
@@ -235,19 +272,13 @@ using with_default_durability_t = typename detail::with_default_durability<Caps,
 
 /// The durability T declares, or `Default` when it declares none.
 template <class T, durability_level Default>
-using declared_durability_t = typename decltype(detail::durability_of<T, Default>())::type;
+using declared_durability_t = typename detail::durability_of<T, Default>::type;
 
 /// The static maximum transaction size, or 0 when the sink declares none.
 template <class Sink>
 inline constexpr std::size_t max_transaction_rows_v = [] {
   if constexpr (declares_capabilities<Sink>) {
-    constexpr auto found =
-        boost::hana::find_if(capabilities_of_t<Sink>::tags, detail::is_max_rows_tag);
-    if constexpr (boost::hana::is_just(found)) {
-      return std::remove_cvref_t<decltype(*found)>::type::value;
-    } else {
-      return std::size_t{0};
-    }
+    return detail::max_rows_in<capabilities_of_t<Sink>>::value;
   } else {
     return std::size_t{0};
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/commit_order.hpp — the umbrella header: the vocabulary, the rules, the loop.
 // Adapters are included separately (commit_order/adapters/<name>.hpp), as is the thread pool
 // (commit_order/thread_pool.hpp), so that no translation unit pays for <thread> unasked.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/completion_tracker.hpp — the committable position when work completes out of
 // order.
 //

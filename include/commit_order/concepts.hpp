@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/concepts.hpp — the shapes of sources, sinks and position stores.
 //
 // These say what the loop calls; the capability tags (capabilities.hpp) say what the calls
@@ -7,7 +8,6 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <ranges>
 #include <span>
@@ -23,18 +23,38 @@ namespace commit_order {
 template <class S>
 using batch_t = decltype(std::declval<S&>().poll(std::size_t{}));
 
+// The parts of the concepts below are named concepts of their own: clang-format 14 mangles a
+// requires-expression joined to anything by && (`}\n&&std::...`), but not a conjunction of names.
+namespace detail {
+template <class S>
+concept source_calls = requires(S& s, const S& cs, position p, std::size_t n) {
+  s.seek(p);
+  { s.poll(n) } -> std::ranges::random_access_range;
+  { cs.earliest() } -> std::same_as<position>;
+  { cs.end() } -> std::same_as<position>;
+};
+}  // namespace detail
+
 /// Reads batches from a position. `seek` moves the read position; `poll(n)` returns up to n
 /// records from there as a sized random-access range (the loop splits batches into units);
 /// `earliest()` is the position of the first retained record and `end()` the position just past the
 /// last one.
 template <class S>
-concept source = requires(S& s, const S& cs, position p, std::size_t n) {
-  s.seek(p);
+concept source = detail::source_calls<S> && std::ranges::sized_range<batch_t<S>> &&
+    record<std::ranges::range_value_t<batch_t<S>>>;
+
+namespace detail {
+template <class S>
+concept partitioned_source_calls = requires(S& s, const S& cs, partition_id k, position p,
+                                            std::size_t n) {
+  s.seek(k, p);
   { s.poll(n) } -> std::ranges::random_access_range;
-  { cs.earliest() } -> std::same_as<position>;
-  { cs.end() } -> std::same_as<position>;
-}
-&&std::ranges::sized_range<batch_t<S>>&& record<std::ranges::range_value_t<batch_t<S>>>;
+  { cs.earliest(k) } -> std::same_as<position>;
+  { cs.end(k) } -> std::same_as<position>;
+  { cs.partition_count() } -> std::convertible_to<std::size_t>;
+  { cs.assignment() } -> std::ranges::input_range;
+};
+}  // namespace detail
 
 /// Reads batches from the partitions it owns now. `poll(n)` returns up to n records, each
 /// carrying its partition (a `partitioned_record`), only of partitions in `assignment()`;
@@ -43,16 +63,9 @@ concept source = requires(S& s, const S& cs, position p, std::size_t n) {
 /// number of partitions the stream has (owned or not). A single-partition `source` is the
 /// special case of one partition, 0, always owned.
 template <class S>
-concept partitioned_source = requires(S& s, const S& cs, partition_id k, position p,
-                                      std::size_t n) {
-  s.seek(k, p);
-  { s.poll(n) } -> std::ranges::random_access_range;
-  { cs.earliest(k) } -> std::same_as<position>;
-  { cs.end(k) } -> std::same_as<position>;
-  { cs.partition_count() } -> std::convertible_to<std::size_t>;
-  { cs.assignment() } -> std::ranges::input_range;
-}
-&&std::ranges::sized_range<batch_t<S>>&& partitioned_record<std::ranges::range_value_t<batch_t<S>>>;
+concept partitioned_source = detail::partitioned_source_calls<S> &&
+    std::ranges::sized_range<batch_t<S>> &&
+    partitioned_record<std::ranges::range_value_t<batch_t<S>>>;
 
 /// Either kind of source.
 template <class S>
@@ -106,15 +119,25 @@ enum class write_outcome {
 /// Writes rows derived from records: `apply(source_offset, row)`, or, for a sink whose rows
 /// record their partition, `apply(partition, source_offset, row)`. Durable on return unless the
 /// sink is inside a transaction it opened with `begin()`.
+namespace detail {
 template <class S>
-concept sink = requires {
+concept declares_row_type = requires {
   typename S::row_type;
-}
-&&(
-    requires(S& s, offset o, const typename S::row_type& row) { s.apply(o, row); } ||
-    requires(S & s, partition_id k, offset o, const typename S::row_type& row) {
-      s.apply(k, o, row);
-    });
+};
+template <class S>
+concept applies_const_row = requires(S& s, offset o, const typename S::row_type& row) {
+  s.apply(o, row);
+};
+template <class S>
+concept applies_const_partitioned_row =
+    requires(S& s, partition_id k, offset o, const typename S::row_type& row) {
+  s.apply(k, o, row);
+};
+}  // namespace detail
+
+template <class S>
+concept sink = detail::declares_row_type<S> &&
+    (detail::applies_const_row<S> || detail::applies_const_partitioned_row<S>);
 
 /// The row type a sink accepts.
 template <sink S>
@@ -254,9 +277,18 @@ concept dead_letter_sink = requires(D& d, offset o, const Event& e, const char* 
   d.put(o, e, reason);
 };
 
+namespace detail {
+/// What the pipeline hands an executor: a copyable task, called once with no arguments. A
+/// stand-in, so that checking an executor does not make every translation unit include
+/// <functional>; an `execute(std::function<void()>)` accepts it as it accepts the real task.
+struct task_archetype final {
+  void operator()() const;  // never defined: only named in requires-expressions
+};
+}  // namespace detail
+
 /// Runs tasks handed to it, on threads of its own: `execute(std::function<void()>)`.
 template <class E>
-concept executor = requires(E& e, std::function<void()> task) {
+concept executor = requires(E& e, detail::task_archetype task) {
   e.execute(std::move(task));
 };
 

@@ -1,14 +1,39 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/errors.hpp — the failures the pipeline reports instead of hiding.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "commit_order/offset.hpp"
 
 namespace commit_order {
+
+namespace detail {
+/// An error message, joined from its parts. Out of line and cold: a message is built only on a
+/// failure path, and one copy of this code serves every error, where concatenating in each
+/// constructor would have every translation unit that can throw them compile and optimise the
+/// same string building again.
+[[gnu::cold, gnu::noinline]] inline std::string join_message(
+    std::initializer_list<std::string_view> parts) {
+  std::size_t size = 0;
+  for (const std::string_view part : parts)
+    size += part.size();
+  std::string out;
+  out.reserve(size);
+  for (const std::string_view part : parts)
+    out.append(part);
+  return out;
+}
+/// A number in a message (out of line, for the same reason).
+[[gnu::cold, gnu::noinline]] inline std::string decimal(std::int64_t value) {
+  return std::to_string(value);
+}
+}  // namespace detail
 
 /// Base of every error the library throws.
 class error : public std::runtime_error {
@@ -33,8 +58,9 @@ class infrastructure_error : public error {
 class rollback_failed : public infrastructure_error {
  public:
   explicit rollback_failed(const std::string& why)
-      : infrastructure_error("commit_order: rolling back the sink's transaction failed: " + why +
-                             "; the sink must be reopened before it is used again") {}
+      : infrastructure_error(
+            detail::join_message({"commit_order: rolling back the sink's transaction failed: ", why,
+                                  "; the sink must be reopened before it is used again"})) {}
 };
 
 /// The stored position points at records the source no longer retains. Reading from the
@@ -42,11 +68,12 @@ class rollback_failed : public infrastructure_error {
 class position_lost final : public error {
  public:
   position_lost(position stored, position earliest)
-      : error("commit_order: position lost: the position to resume from is " +
-              std::to_string(stored.value()) + " but the source's earliest retained record is " +
-              std::to_string(earliest.value()) + "; records [" + std::to_string(stored.value()) +
-              ", " + std::to_string(earliest.value()) +
-              ") were deleted by retention before they were applied")
+      : error(detail::join_message(
+            {"commit_order: position lost: the position to resume from is ",
+             detail::decimal(stored.value()), " but the source's earliest retained record is ",
+             detail::decimal(earliest.value()), "; records [", detail::decimal(stored.value()),
+             ", ", detail::decimal(earliest.value()),
+             ") were deleted by retention before they were applied"}))
       , stored_(stored)
       , earliest_(earliest) {}
 
@@ -63,9 +90,10 @@ class position_lost final : public error {
 class position_beyond_end final : public error {
  public:
   position_beyond_end(position stored, position end)
-      : error("commit_order: the stored position " + std::to_string(stored.value()) +
-              " is beyond the source's end " + std::to_string(end.value()) +
-              "; the position belongs to another stream or the source lost acknowledged records")
+      : error(detail::join_message(
+            {"commit_order: the stored position ", detail::decimal(stored.value()),
+             " is beyond the source's end ", detail::decimal(end.value()),
+             "; the position belongs to another stream or the source lost acknowledged records"}))
       , stored_(stored)
       , end_(end) {}
 
@@ -82,10 +110,11 @@ class position_beyond_end final : public error {
 class invariant_violation final : public error {
  public:
   invariant_violation(position stored, offset watermark)
-      : error("commit_order: invariant violation: the sink holds a row from source offset " +
-              std::to_string(watermark.value()) + " but its stored position is " +
-              std::to_string(stored.value()) +
-              "; rows and position were not committed in one transaction")
+      : error(detail::join_message(
+            {"commit_order: invariant violation: the sink holds a row from source offset ",
+             detail::decimal(watermark.value()), " but its stored position is ",
+             detail::decimal(stored.value()),
+             "; rows and position were not committed in one transaction"}))
       , stored_(stored)
       , watermark_(watermark) {}
 
@@ -114,7 +143,8 @@ class fenced final : public error {
   [[nodiscard]] partition_id partition() const noexcept { return partition_; }
 
  private:
-  static std::string describe(epoch mine, epoch current, partition_id partition) {
+  [[gnu::cold, gnu::noinline]] static std::string describe(epoch mine, epoch current,
+                                                          partition_id partition) {
     std::string s = "commit_order: fenced: this consumer owns partition " +
                     std::to_string(partition.value()) + " at epoch " + name(mine) +
                     " but the position is owned at epoch " + name(current) +
@@ -124,7 +154,7 @@ class fenced final : public error {
            "the stream's era, see docs/adapters.md, never lower the stored epoch)";
     return s;
   }
-  static std::string name(epoch e) {
+  [[gnu::cold, gnu::noinline]] static std::string name(epoch e) {
     if (e.era() == 0)
       return std::to_string(e.value());
     return std::to_string(e.value()) + " (era " + std::to_string(e.era()) + ", generation " +
@@ -242,16 +272,17 @@ class record_failed : public error {
 
  private:
   static std::string describe(offset failed, position committed, const std::string& reason) {
-    std::string s = "commit_order: record at offset " + std::to_string(failed.value()) +
-                    " failed: " + reason + "; the committed position is " +
-                    std::to_string(committed.value());
     if (committed.covers(failed)) {
-      s += ", already past it: records [" + std::to_string(failed.value()) + ", " +
-           std::to_string(committed.value()) + ") are lost (the policy commits before it writes)";
-    } else {
-      s += ", so the record will be read again on restart";
+      return detail::join_message(
+          {"commit_order: record at offset ", detail::decimal(failed.value()), " failed: ", reason,
+           "; the committed position is ", detail::decimal(committed.value()),
+           ", already past it: records [", detail::decimal(failed.value()), ", ",
+           detail::decimal(committed.value()), ") are lost (the policy commits before it writes)"});
     }
-    return s;
+    return detail::join_message({"commit_order: record at offset ", detail::decimal(failed.value()),
+                                 " failed: ", reason, "; the committed position is ",
+                                 detail::decimal(committed.value()),
+                                 ", so the record will be read again on restart"});
   }
 
   offset failed_;

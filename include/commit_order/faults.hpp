@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/faults.hpp — stopping a pipeline at a chosen point, to prove what a crash there
 // leaves behind.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/guarantee.hpp — the failure direction of a step order, as a type.
 #pragma once
 

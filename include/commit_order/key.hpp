@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/key.hpp — the idempotency key, derived from the event and from nothing else.
 //
 // A key is a stateless projection of the event. `key<&order::order_id, &order::event_seq>` is

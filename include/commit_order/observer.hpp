@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/observer.hpp — what a pipeline reports while it runs.
 //
 // An observer is any type with overloads of one member, `on(Event, args...)`, for the events
@@ -64,18 +65,9 @@ concept observes = requires(O& o, const Args&... args) {
 };
 
 template <class O, class Event>
-concept has_any_overload_for = requires(O& o, any_argument a) {
-  o.on(Event{});
-}
-|| requires(O& o, any_argument a) {
-  o.on(Event{}, a);
-}
-|| requires(O& o, any_argument a) {
-  o.on(Event{}, a, a);
-}
-|| requires(O& o, any_argument a) {
-  o.on(Event{}, a, a, a);
-};
+concept has_any_overload_for = observes<O, Event> || observes<O, Event, any_argument> ||
+    observes<O, Event, any_argument, any_argument> ||
+    observes<O, Event, any_argument, any_argument, any_argument>;
 
 /// An overload for `Event` exists but does not take `Args`: it would never be called.
 template <class O, class Event, class... Args>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/offset.hpp — strong types for partitions, source offsets, positions and owner
 // epochs.
 //
@@ -10,7 +11,7 @@
 
 #include <compare>
 #include <cstdint>
-#include <ostream>
+#include <iosfwd>  // the stream operators are templates: <ostream> only where they are used
 
 namespace commit_order {
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/options.hpp — compile-time options of a pipeline, and its run-time settings.
 //
 // Options are named wrappers passed after the policy, in any order:

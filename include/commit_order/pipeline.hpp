@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/pipeline.hpp — the consumer loop whose failure direction is its type.
 //
 //   commit_order::pipeline<Source, Sink, Policy, Options...>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/policy.hpp — the three policies and their commit triggers.
 //
 // A policy is a type with two members: `steps`, the order it claims, and `trigger`, how often
@@ -61,14 +62,19 @@ struct TransactionalPosition final {
   static constexpr std::string_view name = "TransactionalPosition";
 };
 
-/// Anything shaped like a policy: an ordered step list and a commit trigger.
+namespace detail {
+// A concept of its own so that the conjunction below stays readable under clang-format 14.
 template <class P>
-concept policy = requires {
+concept names_policy_parts = requires {
   typename P::steps;
   typename P::trigger;
   P::steps::size;
-}
-&&commit_trigger<typename P::trigger>;
+};
+}  // namespace detail
+
+/// Anything shaped like a policy: an ordered step list and a commit trigger.
+template <class P>
+concept policy = detail::names_policy_parts<P> && commit_trigger<typename P::trigger>;
 
 // ---- the executed order --------------------------------------------------------------------
 

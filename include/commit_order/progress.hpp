@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/progress.hpp — progress is not position.
 //
 // The committed position measures intent; the sink's applied watermark (the highest source

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/record.hpp — what the library reads from a record: its source offset and the
 // event it carries.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/rules.hpp — every legality rule, in one place.
 //
 // A rule is one named type: an id, a one-line message that states the rule and the fix, the
@@ -295,9 +296,9 @@ struct keyless_idempotency final {
       "conflicts on, or drop the claim";
   static constexpr std::string_view prevents = "an idempotency claim nothing checks";
   template <class C>
-  static constexpr bool violated =
-      (has_capability_v<typename C::sink_type, Idempotent> ||
-       guarded_v<typename C::sink_type>)&&std::is_same_v<typename C::key_type, no_key>;
+  static constexpr bool violated = std::is_same_v<typename C::key_type, no_key> &&
+                                   (has_capability_v<typename C::sink_type, Idempotent> ||
+                                    guarded_v<typename C::sink_type>);
 };
 
 struct transactional_shape final {
@@ -644,9 +645,8 @@ struct dead_letters_less_durable final {
   static constexpr std::string_view prevents = "a dead letter that dies with the process";
   template <class C>
   static constexpr bool violated =
-      C::error_handling_type::dead_letters&&
-          declared_durability_t<typename C::dead_letters_type, Volatile>::rank <
-      detail::sink_rank<C>;
+      C::error_handling_type::dead_letters &&
+      (declared_durability_t<typename C::dead_letters_type, Volatile>::rank < detail::sink_rank<C>);
 };
 
 /// R13 — an executor calls the sink from several threads.
@@ -670,8 +670,8 @@ struct executor_splits_transaction final {
   static constexpr std::string_view prevents =
       "a commit that does not cover the rows it vouches for";
   template <class C>
-  static constexpr bool violated =
-      C::has_executor&& policy_facts_v<typename C::policy_type>.uses_transaction;
+  static constexpr bool violated = C::has_executor &&
+                                   (policy_facts_v<typename C::policy_type>.uses_transaction);
 };
 
 /// R15 — out-of-order completion with a keyed upsert needs the offset guard.
@@ -682,9 +682,9 @@ struct out_of_order_needs_offset_guard final {
       "no offset guard -- an older record would overwrite a newer one; declare OffsetGuarded";
   static constexpr std::string_view prevents = "an older record landing after a newer one";
   template <class C>
-  static constexpr bool violated =
-      C::has_executor&& has_capability_v<typename C::sink_type, Idempotent> &&
-      !guarded_v<typename C::sink_type>;
+  static constexpr bool violated = C::has_executor &&
+                                   (has_capability_v<typename C::sink_type, Idempotent> &&
+                                    !guarded_v<typename C::sink_type>);
 };
 
 /// R16 — a retried write that had landed before it failed is applied twice. A write inside a

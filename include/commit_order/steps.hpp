@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/steps.hpp — the vocabulary of steps a policy orders, and what an order implies.
 //
 // A policy is nothing but an ordered list of these steps. Whether a crash between two of them

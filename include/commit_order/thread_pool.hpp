@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/thread_pool.hpp — a fixed set of worker threads, the executor a pipeline can hand
 // its writes to (`with_executor<thread_pool>`).
 //

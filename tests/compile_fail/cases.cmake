@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # cases.cmake -- the compile-fail cases: one per rule (and per shape check), each a file in
 # cases/ whose illegal line sits under #ifdef COMMIT_ORDER_COMPILE_FAIL and whose #else is the
 # nearest legal configuration. Read by CMakeLists.txt (to register the tests) and by

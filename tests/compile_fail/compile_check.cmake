@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # compile_check.cmake -- compile one file with the project's flags and read what the compiler
 # said. Shared by run_case.cmake (the compile-fail driver) and tools/measure_diagnostics.cmake,
 # so the tests and the measured table see the same invocation and count the same way.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # run_case.cmake -- the compile-fail driver. Compiles one case file and checks the outcome.
 #
 #   cmake -DCXX=<compiler> -DSOURCE=<case.cpp> -DMODE=fail -DEXPECT=<regex>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Crash enumeration of the concurrent mode: AtLeastOnce with writes handed to an executor,
 // crashed at every fault point of the pipeline's thread, under many completion orders of the
 // writes in flight. Whatever completed, whatever was cut off: after a restart nothing is lost

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Writes handed to an executor complete out of order; the committed position is the lowest
 // offset not yet completed, so a thread pool never turns the pipeline into at-most-once.
 // The testing kit's manual executor makes every completion order reproducible.
@@ -125,7 +126,7 @@ TEST_CASE("a failed write stops the pipeline; the position stays below it") {
   order_log log = make_log(10, 10);
   guarded_table inner;
   using sink_t = co::memory::synchronized<flaky_sink<guarded_table>>;
-  sink_t sink(&inner, std::map<co::offset, int>{{co::offset{6}, -1}});
+  sink_t sink(inner, std::map<co::offset, int>{{co::offset{6}, -1}});
   store st;
   executor ex;
   co::pipeline<order_log, sink_t, co::AtLeastOnce<>, co::with_store<store>,
@@ -149,7 +150,7 @@ TEST_CASE("dead letters under an executor: the position passes the record once i
   order_log log = make_log(10, 10);
   guarded_table inner;
   using sink_t = co::memory::synchronized<flaky_sink<guarded_table>>;
-  sink_t sink(&inner, std::map<co::offset, int>{{co::offset{3}, -1}});
+  sink_t sink(inner, std::map<co::offset, int>{{co::offset{3}, -1}});
   store st;
   executor ex;
   co::memory::dead_letters<order_event> dl;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A real thread pool behind the pipeline: many workers, transient failures, a crash with
 // writes in flight. Built and run under ThreadSanitizer in CI (label `concurrency`).
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The thread pool itself: a pool that cannot start all its threads throws, and joins the
 // threads it did start, instead of hanging in its own unwinding.
 #include <doctest/doctest.h>

@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: BSL-1.0
 // The completion tracker against its model, on hand-picked and on random schedules.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <ostream>  // doctest prints offsets and positions with their operator<<
 #include <random>
 #include <stdexcept>
 #include <vector>

@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: BSL-1.0
 // A downstream program: it consumes commit_order the way another project would, runs a small
 // TransactionalPosition pipeline over the in-memory parts and checks what the table holds.
-// Built by both consumer tests (find_package on an installed tree, add_subdirectory).
+// Built by both consumer tests (find_package on an installed tree, add_subdirectory). It has its
+// own event type, not the tests' fixtures: it sees only what an installed package offers.
 #include <commit_order/adapters/memory.hpp>
 #include <commit_order/commit_order.hpp>
 

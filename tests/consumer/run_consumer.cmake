@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSL-1.0
 # run_consumer.cmake -- builds and runs a downstream project against commit_order.
 #
 #   cmake -DMODE=find_package|add_subdirectory -DSOURCE_DIR=<commit_order source tree>

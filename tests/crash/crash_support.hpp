@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // What the crash tests share: an event stream where a regression is visible, the four kinds of
 // sink the matrix runs, a sink wrapper that keeps a journal of what became durable, a fault
 // injector, and reference models that say — from the log and the policy's own step list, never
@@ -23,11 +24,13 @@ namespace crash {
 
 namespace co = commit_order;
 using test_support::manual_clock;
+using test_support::store;
 
 // ---- events -----------------------------------------------------------------------------------
 
 /// One update of an account. `seq` counts the account's updates in log order (0, 1, 2, ...), so
 /// a row whose seq goes down was overwritten by an older event: a regression, made observable.
+/// (Not the shared order_event: its totals cannot tell an older row from a newer one.)
 struct account_event {
   std::int64_t account = 0;
   std::int64_t seq = 0;
@@ -67,8 +70,6 @@ using transactional_table =
 /// allowed, counted by offset.
 using harmless_table =
     co::memory::table<account_event, co::no_key, co::capabilities<co::DuplicatesHarmless>>;
-
-using store = co::memory::position_store<>;
 
 enum class sink_kind { idempotent, guarded, transactional, harmless };
 
@@ -191,20 +192,19 @@ struct journal {
   }
 };
 
-/// Forwards everything to `Inner` (a memory::table) and writes the journal: a non-transactional
-/// write is durable when apply returns; a transactional one when commit returns, and never if
-/// rolled back. After every durable change it checks that no key's seq went backwards.
+/// Wraps `Inner` (a memory::table) and writes the journal: a non-transactional write is durable
+/// when apply returns; a transactional one when commit returns, and never if rolled back. After
+/// every durable change it checks that no key's seq went backwards. Everything it does not
+/// watch is forwarded as it is (memory::forwarding_sink).
 template <class Inner>
-class journal_sink {
+class journal_sink : public co::memory::forwarding_sink<Inner&> {
+  using base = co::memory::forwarding_sink<Inner&>;
+
  public:
-  using row_type = typename Inner::row_type;
-  using key_type = typename Inner::key_type;
-  using capabilities = typename Inner::capabilities;
+  journal_sink(Inner& inner, journal& j) : base(inner), journal_(&j) {}
 
-  journal_sink(Inner& inner, journal& j) : inner_(&inner), journal_(&j) {}
-
-  co::write_outcome apply(co::offset o, const row_type& row) {
-    const co::write_outcome out = inner_->apply(o, row);
+  co::write_outcome apply(co::offset o, const typename Inner::row_type& row) {
+    const co::write_outcome out = this->inner().apply(o, row);
     if (in_tx_) {
       staged_.push_back(staged{o, out, row.account});
     } else {
@@ -215,12 +215,12 @@ class journal_sink {
   }
 
   void begin() requires co::transactional_sink<Inner> {
-    inner_->begin();
+    this->inner().begin();
     in_tx_ = true;
     staged_.clear();
   }
   void commit() requires co::transactional_sink<Inner> {
-    inner_->commit();
+    this->inner().commit();
     in_tx_ = false;
     for (const staged& s : staged_) {
       journal_->deliver(s.o, s.out);
@@ -229,27 +229,13 @@ class journal_sink {
     staged_.clear();
   }
   void rollback() requires co::transactional_sink<Inner> {
-    inner_->rollback();
+    this->inner().rollback();
     in_tx_ = false;
     // The rollback must restore the committed rows, never something older than them.
     for (const staged& s : staged_)
       watch(s.account);
     staged_.clear();
   }
-  void store_position(co::position p) requires co::transactional_sink<Inner> {
-    inner_->store_position(p);
-  }
-  void store_position(co::position p, co::epoch e) requires co::fencing_sink<Inner> {
-    inner_->store_position(p, e);
-  }
-  std::optional<co::position> claim(co::epoch e) requires co::fencing_sink<Inner> {
-    return inner_->claim(e);
-  }
-  std::optional<co::position> load_position() const requires co::transactional_sink<Inner> {
-    return inner_->load_position();
-  }
-  std::optional<co::offset> applied_watermark() const { return inner_->applied_watermark(); }
-  std::size_t max_transaction_rows() const { return inner_->max_transaction_rows(); }
 
  private:
   struct staged {
@@ -260,12 +246,11 @@ class journal_sink {
 
   void watch(std::int64_t account) {
     if constexpr (keyed_v<Inner>) {
-      if (const auto* r = inner_->find(account_key{}(account_event{account, 0})))
+      if (const auto* r = this->inner().find(account_key{}(account_event{account, 0})))
         journal_->watch(account, r->row.seq);
     }
   }
 
-  Inner* inner_;
   journal* journal_;
   std::vector<staged> staged_;
   bool in_tx_ = false;

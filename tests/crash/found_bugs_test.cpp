@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Library bugs the crash tests found, each kept as the smallest test that showed it, so it
 // cannot come back.
 #include <doctest/doctest.h>
@@ -28,7 +29,7 @@ std::map<co::offset, int> two_transient_failures() {
 TEST_CASE("fixed: TransactionalPosition retry gives every failed record its own retries") {
   order_log log = ten();
   guarded_tx_table table;
-  flaky_sink<guarded_tx_table> sink{&table, two_transient_failures()};
+  flaky_sink<guarded_tx_table> sink{table, two_transient_failures()};
   co::pipeline<order_log, flaky_sink<guarded_tx_table>, co::TransactionalPosition<>,
                co::with_error_handling<co::retry<1>>>
       p(log, sink, co::settings{.batch_size = 10});
@@ -42,7 +43,7 @@ TEST_CASE("fixed: TransactionalPosition dead_letter retries a record before dive
   order_log log = ten();
   guarded_tx_table table;
   letters dl;
-  flaky_sink<guarded_tx_table> sink{&table, two_transient_failures()};
+  flaky_sink<guarded_tx_table> sink{table, two_transient_failures()};
   co::pipeline<order_log, flaky_sink<guarded_tx_table>, co::TransactionalPosition<>,
                co::with_error_handling<co::dead_letter<1>>, co::with_dead_letters<letters>>
       p(log, sink, dl, co::settings{.batch_size = 10});
@@ -56,7 +57,7 @@ TEST_CASE("control: AtLeastOnce retry gives every failed record its own retries"
   order_log log = ten();
   guarded_table table;
   store st;
-  flaky_sink<guarded_table> sink{&table, two_transient_failures()};
+  flaky_sink<guarded_table> sink{table, two_transient_failures()};
   co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
                co::with_error_handling<co::retry<1>>>
       p(log, sink, st, co::settings{.batch_size = 10});

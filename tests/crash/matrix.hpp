@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The exhaustive crash matrix: for one policy, every legal sink x batch size x split limit (x
 // clock pattern under AutoCommit), a crash at every fault point the policy's executed step list
 // has, a restart with a fresh pipeline, and a comparison of what survived with a reference

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // AtLeastOnce: write, then commit position. A crash between the two replays the unit; the
 // sink's key (or its declared harmlessness) absorbs the replay. Nothing is ever lost.
 #include "crash/matrix.hpp"

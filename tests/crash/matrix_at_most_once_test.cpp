@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // AtMostOnce: commit position, then write. A crash between the two loses the rest of the unit,
 // silently, and never writes anything twice.
 #include "crash/matrix.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // AtMostOnce<AutoCommit>: a timer commits the last polled position whenever it fires, whatever
 // the write did. Both directions: the timer can run ahead of the write (loss) or behind it
 // (replay). The manual clock moves inside the fault injector, so the timer fires at boundaries

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The crash matrix runs exactly the combinations the legality rules allow: every policy x
 // trigger x sink is judged by `can_make_pipeline` (with the options the matrix uses) and by
 // `is_legal_v`, and both must agree with DESIGN.md's table written out in crash_support.hpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // TransactionalPosition: rows and position commit in one transaction. A crash anywhere leaves
 // either both or neither: nothing lost, nothing written twice.
 #include "crash/matrix.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Random schedules: crashes at random fault points, sink failures under every error handling,
 // and retention while the consumer is down, over every legal policy x sink, with invariants that
 // hold whatever the schedule did.
@@ -152,7 +153,7 @@ void run_schedule(std::mt19937_64& rng, totals& t) {
   store st;
   journal j(static_cast<std::size_t>(n));
   jsink_t jsink(table, j);
-  sink_t sink{&jsink, failures};
+  sink_t sink{jsink, failures};
   letters dl;
   manual_clock::current = {};
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // libFuzzer target: the completion tracker against its trivial model. Each input byte is an
 // operation — start the next offset (with a gap taken from the byte), or complete one of the
 // records in flight — and after every operation the tracker's committable position and

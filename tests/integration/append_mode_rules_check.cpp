@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Build-only evidence (no doctest; building is passing) that the plain-append SQLite sink is
 // kept out of every policy that replays or folds the position into the sink, as verdict types.
 // The regex-matched diagnostics of the same misuses are tests/compile_fail/cases/sqlite_*.cpp.

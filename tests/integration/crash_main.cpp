@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The crash tests' main: the same executable is the test runner and, with --child, the
 // consumer process the tests start and SIGKILL.
 #define DOCTEST_CONFIG_IMPLEMENT

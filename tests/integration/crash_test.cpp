@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Real processes, really killed: each policy's consumer is SIGKILLed at random moments and
 // restarted until it has consumed the log, then its SQLite table is reconciled against the
 // log. 210 kills per run across the four policies.

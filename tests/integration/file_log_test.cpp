@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The file log on a real file system: framing, torn tails, corruption, retention.
 #include <doctest/doctest.h>
 

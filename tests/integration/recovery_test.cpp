@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A restart against a file log whose retention deleted records the consumer never applied:
 // the pipeline refuses with position_lost, naming both offsets, instead of resuming from what
 // is left.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Pay only for the SQL: in steady state, writing records through a real pipeline into a SQLite
 // sink allocates nothing per record -- no diagnostic string built before a return code is
 // checked, no statement prepared again per batch.

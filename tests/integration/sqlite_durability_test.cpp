@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // What a SQLite sink or store declares about power loss is what its connection runs: the
 // durability mode (journal_mode x synchronous) is part of the type, the default is power-safe,
 // the pragmas are read back, and docs/adapters.md's table says what the types say.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A SQLite failure is the record's or the world's, never confused: SQLITE_BUSY, an interrupt or
 // a failed ROLLBACK never dead-letters a healthy record nor moves the position; a row that
 // violates a CHECK constraint is the record's failure and is dead-lettered. And ROLLBACK's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The SQLite sinks and position store against real database files.
 #include <doctest/doctest.h>
 

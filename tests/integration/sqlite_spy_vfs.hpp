@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A SQLite VFS that forwards every call to the default VFS ("unix") and records what makes a
 // commit durable: each fsync, by the kind of file it syncs, and each file deletion with its
 // `syncDir` flag (whether the directory is fsync'ed after the unlink). Optionally it hides

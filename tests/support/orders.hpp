@@ -1,5 +1,11 @@
-// The seeds' running example, shared by tests: order events flattened into `orders_flat`,
-// keyed by order_id, where later events update earlier orders.
+// SPDX-License-Identifier: BSL-1.0
+// The test fixtures, written once: the running example of the design essays — order events
+// flattened into `orders_flat`, keyed by order_id, where later events update earlier orders —
+// with a table of every capability set the rules tell apart, position stores of each
+// durability, a log of each, and a manual clock. The unit, concurrency, crash and integration
+// tests, the compile-fail cases (tests/compile_fail/cases/fixtures.hpp), the legality-table
+// generator and the benchmark all build on these; a rule's case and its twin then differ in one
+// part only.
 #pragma once
 
 #include <chrono>
@@ -19,9 +25,14 @@ struct order_event {
   friend bool operator==(const order_event&, const order_event&) = default;
 };
 
+/// The idempotency key: a projection of the event, nothing else.
 using order_key = co::key<&order_event::order_id>;
 using order_log = co::memory::log<order_event>;
+/// The same log standing for one that is fsync'ed on append, for configurations whose position
+/// is durable (rule R9c: the source must be at least as durable as the position).
+using synced_log = co::memory::log<order_event, co::Synced>;
 
+/// `orders_flat` with the given capabilities, keyed on the event.
 template <class... Caps>
 using order_table = co::memory::table<order_event, order_key, co::capabilities<Caps...>>;
 
@@ -34,7 +45,10 @@ using upsert_table = order_table<co::Idempotent>;
 /// Plain append: every write is a new row.
 using append_table = co::memory::table<order_event, co::no_key, co::capabilities<>>;
 
-using store = co::memory::position_store<>;
+/// Position stores of each durability the tests pair with the (Volatile) tables and logs.
+using volatile_store = co::memory::position_store<co::Volatile>;
+using synced_store = co::memory::position_store<co::Synced>;
+using store = volatile_store;
 
 /// A clock the test moves by hand, so AutoCommit's timer runs in virtual time.
 struct manual_clock {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A sink and a store that write every call they receive into one shared trace, so a test can
 // read back the order in which a pipeline ran its steps.
 #pragma once

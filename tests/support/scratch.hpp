@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A fresh directory for one test, removed when the test ends (also when it fails).
 #pragma once
 

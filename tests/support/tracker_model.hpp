@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The trivial model of a completion tracker: sets of started and completed offsets. The
 // committable position is the lowest started offset not completed, or just past the highest
 // started one when all are done (the start position when none were started).

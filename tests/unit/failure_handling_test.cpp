@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // No swallowed failures: "record 300 of 500 fails" under every policy and every error handling.
 // The position never passes a failed record unless the policy had already committed past it
 // (at-most-once), and then the error says which records were lost.
@@ -35,7 +36,7 @@ bool holds(const Table& t, std::int64_t order_id) {
 TEST_CASE("stop / TransactionalPosition: the unit rolls back, the position stays") {
   order_log log = five_hundred();
   guarded_tx_table table;
-  flaky_sink<guarded_tx_table> sink{&table, {{bad, -1}}};
+  flaky_sink<guarded_tx_table> sink{table, {{bad, -1}}};
   co::pipeline<order_log, flaky_sink<guarded_tx_table>, co::TransactionalPosition<>> p(log, sink,
                                                                                        one_batch);
   try {
@@ -56,7 +57,7 @@ TEST_CASE("stop / AtLeastOnce: only the durable contiguous prefix is committed")
   order_log log = five_hundred();
   guarded_table table;
   store st;
-  flaky_sink<guarded_table> sink{&table, {{bad, 1}}};
+  flaky_sink<guarded_table> sink{table, {{bad, 1}}};
   using pipeline_t =
       co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>>;
   {
@@ -83,7 +84,7 @@ TEST_CASE("stop / AtMostOnce: the position had already passed it, and the error 
   order_log log = five_hundred();
   append_table table;
   store st;
-  flaky_sink<append_table> sink{&table, {{bad, -1}}};
+  flaky_sink<append_table> sink{table, {{bad, -1}}};
   co::pipeline<order_log, flaky_sink<append_table>, co::AtMostOnce<>, co::with_store<store>> p(
       log, sink, st, one_batch);
   try {
@@ -129,7 +130,7 @@ TEST_CASE("a failure in the transform is a record failure like any other") {
 TEST_CASE("retry / TransactionalPosition: a transient failure re-runs the unit and succeeds") {
   order_log log = five_hundred();
   guarded_tx_table table;
-  flaky_sink<guarded_tx_table> sink{&table, {{bad, 2}}};
+  flaky_sink<guarded_tx_table> sink{table, {{bad, 2}}};
   co::pipeline<order_log, flaky_sink<guarded_tx_table>, co::TransactionalPosition<>,
                co::with_error_handling<co::retry<3>>, co::with_observer<co::counting_observer>>
       p(log, sink, one_batch);
@@ -145,7 +146,7 @@ TEST_CASE("retry / AtLeastOnce and AtMostOnce retry the record in place") {
   store st;
   SUBCASE("AtLeastOnce") {
     guarded_table table;
-    flaky_sink<guarded_table> sink{&table, {{bad, 3}}};
+    flaky_sink<guarded_table> sink{table, {{bad, 3}}};
     co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
                  co::with_error_handling<co::retry<3>>, co::with_observer<co::counting_observer>>
         p(log, sink, st, one_batch);
@@ -158,7 +159,7 @@ TEST_CASE("retry / AtLeastOnce and AtMostOnce retry the record in place") {
     // A retried write may have landed before it failed: only a sink that absorbs a second
     // application may be retried outside a transaction (rule R16), so this one is keyed.
     upsert_table table;
-    flaky_sink<upsert_table> sink{&table, {{bad, 1}}};
+    flaky_sink<upsert_table> sink{table, {{bad, 1}}};
     co::pipeline<order_log, flaky_sink<upsert_table>, co::AtMostOnce<>, co::with_store<store>,
                  co::with_error_handling<co::retry<1>>, co::with_observer<co::counting_observer>>
         p(log, sink, st, one_batch);
@@ -172,7 +173,7 @@ TEST_CASE("retry gives up after N and then stops like stop") {
   order_log log = five_hundred();
   guarded_table table;
   store st;
-  flaky_sink<guarded_table> sink{&table, {{bad, -1}}};
+  flaky_sink<guarded_table> sink{table, {{bad, -1}}};
   co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
                co::with_error_handling<co::retry<2>>, co::with_observer<co::counting_observer>>
       p(log, sink, st, one_batch);
@@ -188,7 +189,7 @@ TEST_CASE("dead_letter / TransactionalPosition: the unit re-runs without the rec
   order_log log = five_hundred();
   guarded_tx_table table;
   letters dl;
-  flaky_sink<guarded_tx_table> sink{&table, {{bad, -1}, {co::offset{301}, -1}}};
+  flaky_sink<guarded_tx_table> sink{table, {{bad, -1}, {co::offset{301}, -1}}};
   co::pipeline<order_log, flaky_sink<guarded_tx_table>, co::TransactionalPosition<>,
                co::with_error_handling<co::dead_letter<1>>, co::with_dead_letters<letters>,
                co::with_observer<co::counting_observer>>
@@ -212,7 +213,7 @@ TEST_CASE("dead_letter / AtLeastOnce and AtMostOnce: the record goes aside, the 
   letters dl;
   SUBCASE("AtLeastOnce") {
     guarded_table table;
-    flaky_sink<guarded_table> sink{&table, {{bad, -1}}};
+    flaky_sink<guarded_table> sink{table, {{bad, -1}}};
     co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
                  co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters>>
         p(log, sink, st, dl, one_batch);
@@ -222,7 +223,7 @@ TEST_CASE("dead_letter / AtLeastOnce and AtMostOnce: the record goes aside, the 
   }
   SUBCASE("AtMostOnce") {
     append_table table;
-    flaky_sink<append_table> sink{&table, {{bad, -1}}};
+    flaky_sink<append_table> sink{table, {{bad, -1}}};
     co::pipeline<order_log, flaky_sink<append_table>, co::AtMostOnce<>, co::with_store<store>,
                  co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters>>
         p(log, sink, st, dl, one_batch);
@@ -244,7 +245,7 @@ TEST_CASE("a failing dead-letter sink stops the pipeline before the position pas
   guarded_table table;
   store st;
   broken_letters dl;
-  flaky_sink<guarded_table> sink{&table, {{bad, -1}}};
+  flaky_sink<guarded_table> sink{table, {{bad, -1}}};
   co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>,
                co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<broken_letters>>
       p(log, sink, st, dl, one_batch);
@@ -258,7 +259,7 @@ TEST_CASE("AutoCommit moves the position past records whose write failed") {
   order_log log = make_log(50, 50);
   upsert_table table;
   store st;
-  flaky_sink<upsert_table> sink{&table, {{co::offset{30}, -1}}};
+  flaky_sink<upsert_table> sink{table, {{co::offset{30}, -1}}};
   manual_clock::current = {};
   co::pipeline<order_log, flaky_sink<upsert_table>, co::AtMostOnce<co::AutoCommit>,
                co::with_store<store>, co::with_clock<manual_clock>>

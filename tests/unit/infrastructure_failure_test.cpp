@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Failures that are not a record's: a transaction that will not begin or commit, a position
 // store that will not take the position, settings that cannot work. They propagate as they
 // are — never as record_failed, never swallowed — and leave nothing half-committed.
@@ -13,28 +14,20 @@ using namespace test_support;
 
 namespace {
 // A guarded transactional table whose begin or commit fails on demand.
-struct stubborn_table {
-  using row_type = order_event;
-  using key_type = order_key;
-  using capabilities =
-      co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Volatile>;
-  guarded_tx_table* inner;
+struct stubborn_table : co::memory::forwarding_sink<guarded_tx_table&> {
+  using co::memory::forwarding_sink<guarded_tx_table&>::forwarding_sink;
   int fail_begins = 0;
   int fail_commits = 0;
-  co::write_outcome apply(co::offset o, const order_event& e) { return inner->apply(o, e); }
   void begin() {
     if (fail_begins > 0 && fail_begins-- > 0)
       throw std::runtime_error("cannot begin");
-    inner->begin();
+    inner().begin();
   }
   void commit() {
     if (fail_commits > 0 && fail_commits-- > 0)
       throw std::runtime_error("commit refused");
-    inner->commit();
+    inner().commit();
   }
-  void rollback() { inner->rollback(); }
-  void store_position(co::position p) { inner->store_position(p); }
-  std::optional<co::position> load_position() const { return inner->load_position(); }
 };
 
 struct stubborn_store {
@@ -53,7 +46,7 @@ struct stubborn_store {
 TEST_CASE("a commit that fails rolls the unit back and propagates as it is") {
   order_log log = make_log(8, 8);
   guarded_tx_table table;
-  stubborn_table sink{&table};
+  stubborn_table sink{table};
   co::pipeline<order_log, stubborn_table, co::TransactionalPosition<>> p(
       log, sink, co::settings{.batch_size = 4});
   CHECK(p.poll_once() == 4);
@@ -71,7 +64,7 @@ TEST_CASE("a commit that fails rolls the unit back and propagates as it is") {
 TEST_CASE("a transaction that will not begin leaves nothing written") {
   order_log log = make_log(4, 4);
   guarded_tx_table table;
-  stubborn_table sink{&table};
+  stubborn_table sink{table};
   co::pipeline<order_log, stubborn_table, co::TransactionalPosition<>> p(log, sink);
   p.recover();
   sink.fail_begins = 1;
@@ -118,6 +111,7 @@ namespace {
 // refused value) or the world's (an infrastructure_error, as a full disk).
 template <class Inner>
 struct failing_sink : test_support::flaky_sink<Inner> {
+  using test_support::flaky_sink<Inner>::flaky_sink;
   bool world = true;
   bool rollback_throws = false;
   co::write_outcome apply(co::offset o, const order_event& e) {
@@ -128,10 +122,10 @@ struct failing_sink : test_support::flaky_sink<Inner> {
         throw co::infrastructure_error("disk full");
       throw std::runtime_error("value refused");
     }
-    return this->inner->apply(o, e);
+    return this->inner().apply(o, e);
   }
   void rollback() requires co::transactional_sink<Inner> {
-    this->inner->rollback();
+    this->inner().rollback();
     if (rollback_throws)
       throw co::infrastructure_error("connection lost during ROLLBACK");
   }
@@ -142,7 +136,7 @@ TEST_CASE("an infrastructure error is never dead-lettered: the position stays be
   SUBCASE("AtLeastOnce, per-record dead letters") {
     order_log log = make_log(6, 6);
     guarded_table table;
-    failing_sink<guarded_table> sink{{&table}};
+    failing_sink<guarded_table> sink{table};
     sink.failures[co::offset{3}] = 1;
     store st;
     co::memory::dead_letters<order_event> letters;
@@ -162,7 +156,7 @@ TEST_CASE("an infrastructure error is never dead-lettered: the position stays be
   SUBCASE("TransactionalPosition, whole-unit dead letters") {
     order_log log = make_log(6, 6);
     guarded_tx_table table;
-    failing_sink<guarded_tx_table> sink{{&table}};
+    failing_sink<guarded_tx_table> sink{table};
     sink.failures[co::offset{2}] = 1;
     co::memory::dead_letters<order_event> letters;
     co::pipeline<order_log, failing_sink<guarded_tx_table>, co::TransactionalPosition<>,
@@ -179,7 +173,7 @@ TEST_CASE("an infrastructure error is never dead-lettered: the position stays be
   SUBCASE("the same failure as the record's is dead-lettered (the control)") {
     order_log log = make_log(6, 6);
     guarded_table table;
-    failing_sink<guarded_table> sink{{&table}};
+    failing_sink<guarded_table> sink{table};
     sink.world = false;
     sink.failures[co::offset{3}] = -1;
     store st;
@@ -197,7 +191,7 @@ TEST_CASE("an infrastructure error is never dead-lettered: the position stays be
 TEST_CASE("a rollback that throws is the sink's failure, not the record's") {
   order_log log = make_log(4, 4);
   guarded_tx_table table;
-  failing_sink<guarded_tx_table> sink{{&table}};
+  failing_sink<guarded_tx_table> sink{table};
   sink.world = false;  // the record's own failure starts it...
   sink.failures[co::offset{1}] = 1;
   sink.rollback_throws = true;  // ...and the rollback fails too

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The testing kit: its log, table and store behave like the real things they stand in for.
 #include <doctest/doctest.h>
 

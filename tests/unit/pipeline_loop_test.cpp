@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The loop runs the policy's steps in the policy's order, over real (in-memory) parts.
 #include <doctest/doctest.h>
 
@@ -154,32 +155,24 @@ TEST_CASE("a restarted pipeline resumes from the stored position") {
 }
 
 TEST_CASE("a failed write inside the transaction rolls back the unit") {
-  struct failing_sink {
-    using row_type = order_event;
-    using key_type = order_key;
-    using capabilities =
-        co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Volatile>;
-    guarded_tx_table inner;
+  // Owns its table; everything but apply is forwarded.
+  struct failing_sink : co::memory::forwarding_sink<guarded_tx_table> {
     co::offset fail_at;
-    void apply(co::offset o, const order_event& e) {
+    explicit failing_sink(co::offset at) : fail_at(at) {}
+    co::write_outcome apply(co::offset o, const order_event& e) {
       if (o == fail_at)
         throw std::runtime_error("sink refused the row");
-      inner.apply(o, e);
+      return inner().apply(o, e);
     }
-    void begin() { inner.begin(); }
-    void store_position(co::position p) { inner.store_position(p); }
-    void commit() { inner.commit(); }
-    void rollback() { inner.rollback(); }
-    std::optional<co::position> load_position() const { return inner.load_position(); }
   };
   order_log log = make_log(10, 10);
-  failing_sink sink{{}, co::offset{6}};
+  failing_sink sink{co::offset{6}};
   co::pipeline<order_log, failing_sink, co::TransactionalPosition<>> p(
       log, sink, co::settings{.batch_size = 4});
   CHECK(p.poll_once() == 4);
   CHECK_THROWS_AS(p.poll_once(), co::record_failed);
-  CHECK(sink.inner.size() == 4);  // records 4 and 5 of the failed unit were rolled back
-  CHECK(sink.inner.load_position() == co::position{4});
+  CHECK(sink.inner().size() == 4);  // records 4 and 5 of the failed unit were rolled back
+  CHECK(sink.inner().load_position() == co::position{4});
   CHECK(p.committed_position() == co::position{4});
 }
 

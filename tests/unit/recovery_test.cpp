@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // recover(): the stored position is checked against what the source still has, and against
 // what the sink holds, before a single record is read.
 #include <doctest/doctest.h>
@@ -132,7 +133,7 @@ TEST_CASE("rows without any stored position are an invariant violation as well")
 TEST_CASE("after a failure the next poll recovers from the durable position") {
   order_log log = make_log(10, 10);
   guarded_tx_table table;
-  flaky_sink<guarded_tx_table> sink{&table, {{co::offset{6}, 1}}};
+  flaky_sink<guarded_tx_table> sink{table, {{co::offset{6}, 1}}};
   co::pipeline<order_log, flaky_sink<guarded_tx_table>, co::TransactionalPosition<>> p(
       log, sink, co::settings{.batch_size = 4});
   CHECK(p.poll_once() == 4);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The verdict of a configuration is a type: each rule is pinned here at build time, and the
 // "can call" form (can_make_pipeline) and is_legal_v agree with it because they are the same
 // predicate over the same parameters as `pipeline`. The compile-fail tests check the
@@ -25,8 +26,6 @@ using with = co::with_store<Store>;
 
 template <class... Caps>
 using durable_table = order_table<Caps..., co::Synced>;
-using synced_store = co::memory::position_store<co::Synced>;
-using synced_log = co::memory::log<order_event, co::Synced>;
 
 struct email_sink {
   using row_type = order_event;

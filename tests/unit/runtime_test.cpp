@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Splits, progress, observers, fencing and fault points: the rest of what the loop owes.
 #include <doctest/doctest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The guarantee is computed from the order of the steps, never declared. These checks show the
 // derivation for the three policies, for AutoCommit, and for orders a user writes.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Offsets, positions, capabilities, records and keys: the vocabulary the rules are written in.
 #include <doctest/doctest.h>
 

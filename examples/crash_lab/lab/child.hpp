@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // crash_lab/lab/child.hpp — the consumer process the supervisor starts and kills.
 //
 //   <exe> --child <policy> <log dir> <database> <position file> <batch> <pace µs> <interval ms>
@@ -26,6 +27,7 @@
 #include <thread>
 #include <utility>
 
+#include <commit_order/adapters/memory/forwarding_sink.hpp>
 #include <commit_order/commit_order.hpp>
 
 #include "lab/orders.hpp"
@@ -87,18 +89,21 @@ class reporter final {
 /// transforming a record. The pause widens the gaps between the policy's steps so the
 /// supervisor's random kills land inside units of work (between two rows of a batch, between
 /// the rows and the position commit) rather than only inside SQLite's fsync. Everything else —
-/// the capabilities the rules read, the key, the transactions — is the real sink's.
+/// the capabilities the rules read, the key, the transactions — is the real sink's, forwarded
+/// by memory::forwarding_sink (which owns the sink, built from the trailing arguments).
 template <class Sink>
-class paced final : public Sink {
+class paced final : public co::memory::forwarding_sink<Sink> {
  public:
   template <class... Args>
   paced(std::chrono::microseconds pace, const reporter& report, Args&&... args)
-      : Sink(std::forward<Args>(args)...), pace_(pace), report_(&report) {}
+      : co::memory::forwarding_sink<Sink>(std::forward<Args>(args)...)
+      , pace_(pace)
+      , report_(&report) {}
 
   co::write_outcome apply(co::offset source_offset, const order_event& row) {
     if (pace_.count() > 0)
       std::this_thread::sleep_for(pace_);
-    const co::write_outcome outcome = Sink::apply(source_offset, row);
+    const co::write_outcome outcome = this->inner().apply(source_offset, row);
     if (outcome == co::write_outcome::absorbed)
       report_->line("absorbed");
     return outcome;

@@ -1,5 +1,8 @@
-// crash_lab/lab/orders.hpp — the seeds' running example on real parts: order events in a file
-// log, flattened into the SQLite table `orders_flat`.
+// SPDX-License-Identifier: BSL-1.0
+// crash_lab/lab/orders.hpp — the running example of the design essays on real parts: order
+// events in a file log, flattened into the SQLite table `orders_flat`. Its own event type, not
+// the tests' fixtures: it carries `event_seq`, which the reconciliation reads, and the lab is a
+// program a reader runs and reads on its own.
 //
 // Every event carries a per-order sequence number (`event_seq`, 1 for the event that creates
 // the order, then 2, 3, ... for the updates): whatever row a table shows for an order, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // crash_lab/lab/policies.hpp — the four configurations the lab runs, each with the weakest
 // sink its rules allow, so that whatever a policy can do wrong shows in the table:
 //

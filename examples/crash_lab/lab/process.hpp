@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // crash_lab/lab/process.hpp — a child process the supervisor can read from and SIGKILL.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // crash_lab/lab/reconcile.hpp — what the table holds, compared with what the log says.
 //
 // Run by the supervisor between children (no consumer is running), from the files alone: the

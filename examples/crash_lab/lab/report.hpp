@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // crash_lab/lab/report.hpp — the table, the guarantees each policy owes, and a reading of it.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // crash_lab/lab/supervisor.hpp — starts a consumer, SIGKILLs it at a random moment, restarts
 // it, until it has been killed the requested number of times and then consumed the whole log;
 // then reconciles the table against the log.

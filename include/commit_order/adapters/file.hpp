@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/file.hpp — the file adapter: an append-only segmented log (a source)
 // and an atomically replaced position file (a position store). Links zlib (CRC-32):
 // target commit_order::file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite.hpp — the SQLite adapter: typed table descriptions, guarded
 // (partition-scoped or version) upsert / upsert / append sinks with the positions of every
 // partition in the same transaction, a position store, and the operator's tools (stream_admin,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/detail/async_writes.hpp — the shared state of writes handed to an executor
 // (private).
 //

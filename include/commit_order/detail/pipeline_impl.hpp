@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/detail/pipeline_impl.hpp — the loop behind `pipeline` (private).
 //
 // Everything here runs only for a combination that passed every legality rule, so it may call
@@ -8,7 +9,6 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <ranges>

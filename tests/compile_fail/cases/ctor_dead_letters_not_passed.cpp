@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Constructor -- dead_letter<> handling with a dead-letter sink named but not passed. The
 // twin passes it.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Constructor -- the option names a position store, but the constructor is not given one:
 // the message says which part is missing. The twin passes it.
 #include <commit_order/commit_order.hpp>

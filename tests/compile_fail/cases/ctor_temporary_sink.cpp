@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Constructor -- a temporary sink: the pipeline keeps a reference, which would dangle after
 // this statement. The twin passes a sink that outlives the pipeline.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Constructor -- a temporary position store: the pipeline keeps a reference, and the position
 // would be committed into an object that no longer exists. The twin passes a store that
 // outlives the pipeline.

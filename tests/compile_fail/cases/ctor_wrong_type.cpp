@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Constructor -- an object of another type where the option's part belongs (a Synced store
 // for a pipeline whose option names the Volatile one). The twin passes the named type.
 #include <commit_order/commit_order.hpp>

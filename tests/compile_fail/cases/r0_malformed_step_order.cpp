@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R0 -- a user-defined policy whose step list has no Write: there is no order to derive a
 // guarantee from. The twin is the same policy with its Write step.
 #include <commit_order/commit_order.hpp>

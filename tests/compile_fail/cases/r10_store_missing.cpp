@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R10 -- AtLeastOnce commits its position to a position store, and none was given: the
 // position would never be recorded. The twin passes one.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R11 -- dead_letter error handling with nowhere to put the records it gives up on: the
 // position would pass a record that exists nowhere. The twin names a dead-letter sink.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R12 -- a durable (Synced) table whose failed records go to an in-memory dead-letter list:
 // the position passes a record that dies with the process. The twin's dead letters are Synced.
 #include <commit_order/commit_order.hpp>

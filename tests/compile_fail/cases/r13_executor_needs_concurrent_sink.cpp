@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R13 -- writes handed to a thread pool, into a table that is not safe to call from several
 // threads. The twin wraps the table so it is, and declares Concurrent.
 #include <commit_order/commit_order.hpp>
@@ -6,8 +7,6 @@
 #include "fixtures.hpp"
 
 using namespace cf;
-
-using guarded_table = order_table<co::Idempotent, co::OffsetGuarded>;
 
 #ifdef COMMIT_ORDER_COMPILE_FAIL
 using sink_t = guarded_table;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R14 -- TransactionalPosition with its writes handed to a thread pool: one transaction cannot
 // span writes made on several threads. The twin keeps the writes on the pipeline's thread.
 #include <optional>

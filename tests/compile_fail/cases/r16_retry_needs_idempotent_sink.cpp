@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R16 -- retry<3> into a plain append table, outside any transaction: a write that landed
 // before it reported failure is written again, and the table keeps both. The twin retries
 // into a keyed upsert, which absorbs the second application.

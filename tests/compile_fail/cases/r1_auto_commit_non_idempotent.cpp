@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R1 -- AutoCommit commits on a timer, whether or not the write finished: it replays up to
 // one interval and also skips records. A plain append table would get duplicates and gaps.
 // The twin keys the table on the event, which absorbs the replays.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R2 -- AtLeastOnce promises no loss, but under AutoCommit the timer may commit a position
 // before the write: the order that runs is at-most-once. The twin commits every batch.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R2 -- TransactionalPosition promises exactly-once in the sink's state, but a timer that
 // commits the position outside the transaction makes it at-most-once. The twin stores the
 // position inside the transaction, every batch.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R3 -- AtLeastOnce replays the last unit after a crash; a plain append table stores every
 // replayed record as a second row (the ordered duplicate). The twin upserts on the event key.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R4 -- TransactionalPosition stores the position in the sink's transaction; a sink without
 // multi-row transactions has nowhere to put it. The twin's table is Transactional.
 #include <commit_order/commit_order.hpp>

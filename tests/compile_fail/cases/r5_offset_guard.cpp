@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R5 -- under TransactionalPosition a replayed older record must not overwrite a newer row:
 // the upsert has to be guarded on the source offset. The twin's table is OffsetGuarded.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R6 -- AtMostOnce may lose a unit, silently; a Ledger must never be short. The twin writes
 // first and commits after (AtLeastOnce), which the ledger's keyed upsert absorbs.
 #include <commit_order/commit_order.hpp>

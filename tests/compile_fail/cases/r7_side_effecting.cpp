@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R7 -- an e-mail cannot be unsent: no step order makes a side-effecting sink idempotent.
 // The twin writes the same events to an outbox table (keyed on the event), from which a
 // sender with a claim check sends.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R8 -- a "key" that ignores the event (here: the time of the call) can be called without
 // one, so every retry looks new. The twin's key reads the event's own identity.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R8 -- a key that does not take the event (here: a fresh identifier per call) gives every
 // retry a new key, so replays become new rows. The twin's key reads the event's identity.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R8 -- a key that counts calls gives every retry a new key: the upsert never meets its
 // earlier row, and replays become duplicates. The twin keys on the event's order_id.
 #include <commit_order/commit_order.hpp>

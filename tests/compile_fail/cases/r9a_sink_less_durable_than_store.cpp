@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R9a -- AtLeastOnce makes the write durable before the position: a table kept in memory
 // behind an fsync'ed position store would, after a power loss, leave a position past rows that
 // vanished. The twin's table is as durable as the store.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R9b -- AtMostOnce makes the position durable before the write: a position kept in memory in
 // front of an fsync'ed table would, after a power loss, replay into rows the table kept (an
 // at-most-once order that duplicates). The twin's store is as durable as the table.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R9c -- a log that dies with the process cannot back a position stored in an fsync'ed
 // table: after a power loss the log could forget records behind the position and hand their
 // offsets to new records, which the position would then skip. The twin's log is Synced.

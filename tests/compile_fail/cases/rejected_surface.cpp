@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The stand-in for a rejected pipeline offers the whole public surface: code that uses every
 // member of an illegal pipeline (as the README's quick start reads `guarantee`) gets the rule's
 // one error and nothing after it. The twin is the same code on the legal configuration, so

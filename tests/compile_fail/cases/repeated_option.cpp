@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // option -- the same option twice: one of the two would be silently ignored. The twin names
 // each option once.
 #include <commit_order/commit_order.hpp>

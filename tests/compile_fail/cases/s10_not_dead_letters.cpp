@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S10 -- a vector handed over as the dead-letter sink: it has no put(offset, event, reason).
 // The twin uses the testing kit's dead-letter sink.
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S12 -- a dead-letter sink named while the error handling stops at the first failure: the
 // sink would silently never receive anything. The twin dead-letters.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S13 -- a capability given where the policy takes its commit trigger: AtLeastOnce<Idempotent>
 // reads like "at least once, idempotently", but idempotency is the sink's to declare. The
 // message names the argument as the mistake. The twin uses the default trigger.

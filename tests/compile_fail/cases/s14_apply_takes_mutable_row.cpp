@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S14 -- a sink whose apply takes the row by non-const reference has a row_type and an apply,
 // but the pipeline cannot call it; the message says so instead of claiming both are missing.
 // The twin takes the row by const reference.

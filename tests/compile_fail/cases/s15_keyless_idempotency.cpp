@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S15 -- a sink that declares Idempotent but names no key: nothing could check that its
 // "idempotency" is keyed on the event (rule R8 judges only a key that exists). The twin names
 // the key its upsert conflicts on.

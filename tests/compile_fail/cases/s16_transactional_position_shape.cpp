@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S16 -- a sink with begin/commit/rollback that declares Transactional but cannot hold the
 // position in its transaction. The twin adds store_position and load_position.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S17 -- load_position() returns a bare position: "nothing stored yet" would read as position
 // 0, and the message names exactly that member, not five it has. The twin returns
 // std::optional<position>.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S18 -- a position store given to TransactionalPosition, which keeps its position in the
 // sink's transaction: the store would silently never move. The twin gives none.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S19 -- a clock given to a policy without AutoCommit: no timer reads it, so a test that
 // meant to drive a timer in virtual time drives nothing. The twin uses AtMostOnce<AutoCommit>.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S1 -- the commit trigger passed where the policy goes: EveryBatch says how often the
 // position moves, not in which order. The twin names the policy, with that trigger.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S20 -- a clock without now(): AutoCommit's timer cannot tell time. The message names the
 // shape a clock needs instead of the library's internals. The twin's clock has now().
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S21 -- a fault injector whose at() takes a mutable fault_point would never be called: the
 // crash test would pass without ever crashing. The twin takes const fault_point&.
 #include <commit_order/commit_order.hpp>

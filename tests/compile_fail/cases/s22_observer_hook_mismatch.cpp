@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S22 -- an observer hook whose parameters do not match what the pipeline passes (an int for
 // an offset) would silently never be called. A misspelt event does not compile at all, in the
 // observer itself. The twin takes the offset.

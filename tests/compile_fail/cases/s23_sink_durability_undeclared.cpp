@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S23 -- a sink that does not say what a write that returned survives: the durability rules
 // (R9a-c) cannot be judged, and no level is assumed. The twin declares Synced (and a log and
 // store as durable, R9).

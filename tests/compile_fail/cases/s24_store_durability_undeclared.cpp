@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S24 -- a position store that does not say what a commit that returned survives. The twin
 // declares Volatile, as the in-memory table it vouches for.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S25 -- a source that does not say whether it outlives its consumers: rule R9c cannot tell
 // whether it may forget records behind a stored position. The twin declares Replicated (a
 // broker).

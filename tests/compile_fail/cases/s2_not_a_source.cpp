@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S2 -- a vector of events has no position to seek to or resume from: it is not a source.
 // The twin reads the same events from a log.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S3 -- a vector is not a sink: it has no row_type and no apply(offset, row). The twin
 // writes to a table.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S4 -- a transform that carries state (here a running counter it would stamp into rows) is a
 // mapping whose output depends on more than the event. The twin maps the event alone.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S5 -- a table of invoices fed from a log of orders: the rows cannot be built from the
 // events. The twin's table takes order events.
 #include <commit_order/commit_order.hpp>

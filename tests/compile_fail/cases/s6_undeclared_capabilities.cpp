@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S6 -- a hand-written sink that does not say what it is: the rules cannot judge it, and
 // assuming anything would be a guess. The twin declares its capabilities.
 #include <commit_order/commit_order.hpp>

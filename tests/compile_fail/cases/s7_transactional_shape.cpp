@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S7 -- a sink that declares Transactional without the calls a transaction needs: the claim
 // cannot be honoured. The twin implements begin/commit/rollback and the position calls.
 #include <commit_order/commit_order.hpp>

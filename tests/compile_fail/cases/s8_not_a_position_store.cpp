@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S8 -- an optional position is a value, not a store: it has no load() and no commit().
 // The twin uses a position store.
 #include <commit_order/commit_order.hpp>

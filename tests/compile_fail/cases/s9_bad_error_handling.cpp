@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S9 -- an error handling the library does not know: how failures are handled must be readable
 // off the type. The twin retries three times, then stops.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R3 on real storage -- the SQLite sink's plain append mode under AtLeastOnce: every replay after
 // a crash would become a duplicate row. The twin uses the guarded upsert mode of the same table.
 #include <commit_order/adapters/file.hpp>

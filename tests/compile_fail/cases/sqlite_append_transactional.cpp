@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R5 on real storage -- the SQLite sink's plain append mode has transactions, but no offset
 // guard: under TransactionalPosition a replayed older record would overwrite newer data (here:
 // be stored as a second row). The twin uses the guarded upsert mode of the same table.

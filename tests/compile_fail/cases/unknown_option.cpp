@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // An unknown option is never ignored: here the store is passed bare instead of as
 // with_store<Store>, which would otherwise leave the pipeline without a store. The twin
 // wraps it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Harness control: a legal pipeline with no illegal line at all. In compile mode it must
 // compile; in fail mode the driver must report failure (registered WILL_FAIL), which proves
 // that a case whose illegal line does not fail is caught.

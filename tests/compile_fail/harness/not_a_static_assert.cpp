@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Harness check: in fail mode the only error carries the expected text, but it is not a
 // failed static_assert of the library. The driver must fail (registered WILL_FAIL): only
 // the rules' own diagnostics count.

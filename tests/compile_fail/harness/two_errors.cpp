@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Harness check: two illegal pipelines give two errors, each with the expected message. The
 // driver must still fail (registered WILL_FAIL): a misuse is promised exactly one error.
 #include <commit_order/commit_order.hpp>

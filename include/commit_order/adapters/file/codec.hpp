@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/file/codec.hpp — how an event becomes the payload of a log record.
 //
 // A codec is a type with two static functions:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/file/errors.hpp — what the file adapter reports instead of guessing.
 #pragma once
 

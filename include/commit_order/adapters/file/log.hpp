@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/file/log.hpp — an append-only log in segment files: a real source.
 //
 //   commit_order::file::log<Event, Codec = trivial_codec<Event>, Sync = sync_each_append,

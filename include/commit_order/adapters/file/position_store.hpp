@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/file/position_store.hpp — a consumer position kept in one small file.
 //
 // For the policies that commit their position outside the sink (AtMostOnce, AtLeastOnce).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory/dead_letters.hpp — an in-memory dead-letter sink.
 //
 // Part of the testing kit: it keeps every record a pipeline gave up on, with the reason, so a

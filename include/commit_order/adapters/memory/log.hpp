@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory/log.hpp — an in-memory append-only log with retention.
 //
 // Part of the testing kit: a source with Kafka's offset semantics (offsets start at 0 and only

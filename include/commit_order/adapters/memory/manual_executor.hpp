@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory/manual_executor.hpp — an executor that runs tasks only when told.
 //
 // Part of the testing kit: with `with_executor<manual_executor>` a test decides which handed-out

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory/position_store.hpp — an in-memory position store.
 //
 // Part of the testing kit. It outlives the pipeline that uses it, so a test can "crash" the

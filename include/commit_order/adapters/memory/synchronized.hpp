@@ -1,18 +1,21 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory/synchronized.hpp — a sink made safe for concurrent writes.
 //
-// Part of the testing kit: wraps a sink so that `apply` may be called from several threads
-// (one at a time, under a mutex) and declares `Concurrent` on top of the wrapped sink's
-// capabilities — what writes handed to an executor need (rule R13).
+// Part of the testing kit: wraps a sink (owned, built from the constructor's arguments) so that
+// every call the pipeline makes — `apply`, and the transaction, position, watermark and limit
+// calls the wrapped sink has — runs under one mutex, one call at a time, and declares
+// `Concurrent` on top of the wrapped sink's capabilities: what writes handed to an executor need
+// (rule R13). Everything else about the wrapped sink is passed on as it is (forwarding_sink), so
+// a Transactional sink stays one that begins, commits and keeps the position: a pipeline that
+// also hands its writes to an executor is refused for the real reason (rule R14, a transaction
+// cannot span threads), not for a shape the wrapper lost.
 #pragma once
 
 #include <mutex>
-#include <optional>
 #include <utility>
 
+#include "commit_order/adapters/memory/forwarding_sink.hpp"
 #include "commit_order/capabilities.hpp"
-#include "commit_order/concepts.hpp"
-#include "commit_order/key.hpp"
-#include "commit_order/offset.hpp"
 
 namespace commit_order::memory {
 
@@ -23,39 +26,25 @@ template <class... Tags>
 struct add_concurrent<capabilities<Tags...>> {
   using type = capabilities<Tags..., Concurrent>;
 };
+
+/// Runs each forwarded call under one mutex.
+class one_mutex final {
+ public:
+  template <class F>
+  decltype(auto) operator()(F&& call) const {
+    std::lock_guard lock(mutex_);
+    return std::forward<F>(call)();
+  }
+ private:
+  mutable std::mutex mutex_;
+};
 }  // namespace detail
 
 template <class Sink>
-class synchronized final {
+class synchronized final : public forwarding_sink<Sink, detail::one_mutex> {
  public:
-  using row_type = typename Sink::row_type;
-  using key_type = sink_key_t<Sink>;
   using capabilities = typename detail::add_concurrent<capabilities_of_t<Sink>>::type;
-
-  template <class... Args>
-  explicit synchronized(Args&&... args) : sink_{std::forward<Args>(args)...} {}
-
-  decltype(auto) apply(offset o, const row_type& row) {
-    std::lock_guard lock(mutex_);
-    return sink_.apply(o, row);
-  }
-  decltype(auto) apply(partition_id k, offset o,
-                       const row_type& row) requires partitioned_sink<Sink> {
-    std::lock_guard lock(mutex_);
-    return sink_.apply(k, o, row);
-  }
-
-  [[nodiscard]] std::optional<offset> applied_watermark() const requires watermarked_sink<Sink> {
-    std::lock_guard lock(mutex_);
-    return sink_.applied_watermark();
-  }
-
-  /// The wrapped sink, for inspection once no writes are in flight.
-  [[nodiscard]] const Sink& inner() const noexcept { return sink_; }
-
- private:
-  mutable std::mutex mutex_;
-  Sink sink_;
+  using forwarding_sink<Sink, detail::one_mutex>::forwarding_sink;
 };
 
 }  // namespace commit_order::memory

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory/table.hpp — an in-memory table with declared capabilities.
 //
 // Part of the testing kit. Its behaviour follows the capabilities it is given, so one type
@@ -19,7 +20,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -311,10 +311,10 @@ class table final {
   void for_each(F&& f) const {
     if constexpr (keyed) {
       for (const auto& [k, r] : keyed_)
-        std::invoke(f, r);
+        f(r);
     } else {
       for (const auto& r : appended_)
-        std::invoke(f, r);
+        f(r);
     }
   }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/connection.hpp — a SQLite connection and its prepared
 // statements, as RAII types that throw typed errors instead of returning codes; the durability
 // modes a connection can run in; and which failures are a record's and which the world's.
@@ -263,14 +264,20 @@ struct persist_extra final
 struct persist_full final
     : detail::durability_pragmas<journal_mode::rollback_persist, synchronous::full> {};
 
-/// M is one of the durability modes above (or derives from the same base).
+namespace detail {
+// A concept of its own so that the conjunction below stays readable under clang-format 14.
 template <class M>
-concept durability_mode = requires {
+concept names_durability_pragmas = requires {
   { M::journal } -> std::convertible_to<journal_mode>;
   { M::sync } -> std::convertible_to<synchronous>;
   typename M::durability;
-}
-&&std::derived_from<M, detail::durability_pragmas<M::journal, M::sync>>;
+};
+}  // namespace detail
+
+/// M is one of the durability modes above (or derives from the same base).
+template <class M>
+concept durability_mode = detail::names_durability_pragmas<M> &&
+    std::derived_from<M, detail::durability_pragmas<M::journal, M::sync>>;
 
 /// The connection's settings did not take: SQLite kept another journal mode (another
 /// connection holds the database in WAL, the file system cannot share memory for WAL, ...) or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/position_store.hpp — a position store in a SQLite table.
 //
 // For the policies that commit their positions apart from the sink (AtMostOnce, AtLeastOnce).

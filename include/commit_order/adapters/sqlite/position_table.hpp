@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/position_table.hpp — the rows that hold a stream's positions,
 // one per partition, with the epoch of each partition's owner; and the row that holds what
 // the stream's owners share (its era and partition count). The schema is in layout.hpp.

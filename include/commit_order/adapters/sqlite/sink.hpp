@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/sink.hpp — sinks that write event rows into a SQLite table.
 //
 //   sqlite::guarded_upsert_sink<D>  INSERT ... ON CONFLICT (<key>) DO UPDATE SET ...

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/table.hpp — the typed description of a sink table.
 //
 // A table is described by the event members its columns hold, never by SQL text:
@@ -81,9 +82,13 @@ struct is_column : std::false_type {};
 template <fixed_string Name, auto Member>
 struct is_column<column<Name, Member>> : std::true_type {};
 
+/// A `column<Name, Member>`.
+template <class T>
+concept column_type = is_column<T>::value;
+
 /// The columns of the uniqueness constraint the upsert conflicts on: the idempotency key.
-template <class... Columns>
-requires(is_column<Columns>::value&&...) struct key_columns final {
+template <column_type... Columns>
+struct key_columns final {
   static_assert(sizeof...(Columns) > 0, "commit_order::sqlite: a key needs at least one column");
   static constexpr std::size_t size = sizeof...(Columns);
   /// The event-derived key these columns make (rule R8 reads it).
@@ -91,8 +96,8 @@ requires(is_column<Columns>::value&&...) struct key_columns final {
 };
 
 /// The columns an upsert overwrites.
-template <class... Columns>
-requires(is_column<Columns>::value&&...) struct value_columns final {
+template <column_type... Columns>
+struct value_columns final {
   static constexpr std::size_t size = sizeof...(Columns);
 };
 
@@ -173,9 +178,10 @@ struct is_value_columns : std::false_type {};
 template <class... C>
 struct is_value_columns<value_columns<C...>> : std::true_type {};
 
-/// D describes a table: `sqlite::table_layout<...>` or a type derived from one.
+namespace detail {
+// A concept of its own so that the conjunction below stays readable under clang-format 14.
 template <class D>
-concept describes_table = requires {
+concept names_table_parts = requires {
   typename D::event_type;
   typename D::keys;
   typename D::values;
@@ -183,8 +189,13 @@ concept describes_table = requires {
   { D::offset_column } -> std::convertible_to<std::string_view>;
   { D::partition_column } -> std::convertible_to<std::string_view>;
   { D::partition_index } -> std::convertible_to<bool>;
-}
-&&is_key_columns<typename D::keys>::value&& is_value_columns<typename D::values>::value;
+};
+}  // namespace detail
+
+/// D describes a table: `sqlite::table_layout<...>` or a type derived from one.
+template <class D>
+concept describes_table = detail::names_table_parts<D> && is_key_columns<typename D::keys>::value &&
+    is_value_columns<typename D::values>::value;
 
 namespace detail {
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/text.hpp — building SQL text and messages in one allocation.
 //
 // g++ 12 at -O3 reports a false -Wrestrict inside `const char* + std::string&&` (libstdc++'s

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/file/detail/io.hpp — POSIX file handling for the file adapter (private).
 //
 // Every call that can fail throws `io_error` naming the file; every short write is retried;

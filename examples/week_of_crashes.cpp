@@ -1,19 +1,21 @@
-// The seed's arithmetic, measured: a consumer at 2000 records/s committing every 5 s, one or two
-// unclean shutdowns a week, under AtMostOnce<AutoCommit>, AtLeastOnce and TransactionalPosition.
+// SPDX-License-Identifier: BSL-1.0
+// A week of crashes, measured (the design essays' arithmetic): a consumer at 2000 records/s
+// committing every 5 s, one or two unclean shutdowns a week, under AtMostOnce<AutoCommit>,
+// AtLeastOnce and TransactionalPosition.
 //
-//   seed_arithmetic [--crashes-per-week=N] [--weeks=N] [--seed=N] [--downtime-s=N]
+//   week_of_crashes [--crashes-per-week=N] [--weeks=N] [--seed=N] [--downtime-s=N]
 //
 // Exits non-zero when a bound the types promise does not hold: auto-commit losing more than one
 // commit interval's records in a crash, the other two losing anything, or the arithmetic and the
 // real pipeline disagreeing.
-#include "seed_arithmetic.hpp"
+#include "week_of_crashes.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-namespace sa = seed_arithmetic;
+namespace wc = week_of_crashes;
 
 namespace {
 
@@ -28,7 +30,7 @@ std::string grouped(std::int64_t v) {
   return v < 0 ? "-" + out : out;
 }
 
-std::string when(sa::time_point t) {
+std::string when(wc::time_point t) {
   const std::int64_t us = t.time_since_epoch().count();
   const std::int64_t s = us / 1'000'000;
   char buf[64];
@@ -50,7 +52,7 @@ bool flag(const char* arg, const char* name, const char** value) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sa::parameters p;
+  wc::parameters p;
   for (int i = 1; i < argc; ++i) {
     const char* v = nullptr;
     if (flag(argv[i], "--crashes-per-week", &v)) {
@@ -74,7 +76,7 @@ int main(int argc, char** argv) {
 
   const std::int64_t in_flight = p.batch();
   std::printf(
-      "The seed's arithmetic, in virtual time\n"
+      "A week of crashes, in virtual time\n"
       "  %s records/s, a commit every %lld s: up to %s records in flight behind each commit.\n"
       "  %lld simulated week(s), %s records' worth of time; %lld unclean shutdown(s) at random\n"
       "  moments (%.3g a week, seed %llu), each followed by %lld s of downtime.\n\n",
@@ -100,21 +102,21 @@ int main(int argc, char** argv) {
       static_cast<long long>(p.row_cost().count()));
 
   // The timer arithmetic against the real pipeline, from the week's first batch.
-  const std::int64_t checked = sa::auto_commit_lane(p).validate_timer_model(sa::boundary{}, 40);
+  const std::int64_t checked = wc::auto_commit_lane(p).validate_timer_model(wc::boundary{}, 40);
   std::printf("Timer model: %s\n\n", checked < 0
                                          ? "DISAGREES with the pipeline"
                                          : ("matches the pipeline's " + std::to_string(checked) +
                                             " auto-commits over 40 consecutive batches")
                                                .c_str());
 
-  const sa::week_result w = sa::simulate(p);
+  const wc::week_result w = wc::simulate(p);
   std::printf("| %-34s | %7s | %12s | %19s | %18s | %-27s |\n", "policy", "crashes", "records lost",
               "duplicates absorbed", "largest loss/crash", "final sink == expected");
   std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(36, '-').c_str(), std::string(9, '-').c_str(),
               std::string(14, '-').c_str(), std::string(21, '-').c_str(),
               std::string(20, '-').c_str(), std::string(29, '-').c_str());
   bool ok = checked >= 0;
-  for (const sa::policy_result& r : w.policies) {
+  for (const wc::policy_result& r : w.policies) {
     const std::string verdict =
         r.sink_as_expected() ? "yes"
                              : "no: " + grouped(r.records - r.rows) + " rows missing" +
@@ -124,7 +126,7 @@ int main(int argc, char** argv) {
                 grouped(r.largest_loss).c_str(), verdict.c_str());
   }
   std::printf("\n");
-  for (const sa::policy_result& r : w.policies) {
+  for (const wc::policy_result& r : w.policies) {
     std::printf(
         "%s (%s): %s records consumed, %lld window(s) through the real pipeline (%s "
         "records)%s\n",
@@ -134,7 +136,7 @@ int main(int argc, char** argv) {
                             " crash moment(s) fell while the consumer was down")
                                .c_str()
                          : "");
-    for (const sa::crash_report& c : r.crashes) {
+    for (const wc::crash_report& c : r.crashes) {
       std::printf("  crash at %s: written to %s, committed %s -> lost %s, replayed %s",
                   when(c.at).c_str(), grouped(c.written_to).c_str(), grouped(c.committed).c_str(),
                   grouped(c.lost).c_str(), grouped(c.replayed).c_str());
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
   }
 
   // The bounds the types promise.
-  const sa::policy_result& auto_commit = w.policies[0];
+  const wc::policy_result& auto_commit = w.policies[0];
   ok = ok && auto_commit.largest_loss <= in_flight;
   for (std::size_t i = 1; i < w.policies.size(); ++i)
     ok = ok && w.policies[i].lost == 0 && w.policies[i].sink_as_expected();

@@ -1,20 +1,21 @@
-// The seed's arithmetic (examples/seed_arithmetic.hpp), asserted: at 2000 records/s with a 5 s
+// SPDX-License-Identifier: BSL-1.0
+// A week of crashes (examples/week_of_crashes.hpp), asserted: at 2000 records/s with a 5 s
 // commit, an unclean shutdown loses at most 10,000 records under auto-commit and nothing under
 // AtLeastOnce or TransactionalPosition; the replays AtLeastOnce absorbs are bounded the same way.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 
-#include "seed_arithmetic.hpp"
+#include "week_of_crashes.hpp"
 
-namespace sa = seed_arithmetic;
+namespace wc = week_of_crashes;
 
 namespace {
 
-void check_bounds(const sa::week_result& w) {
+void check_bounds(const wc::week_result& w) {
   const std::int64_t in_flight = w.params.batch();
   REQUIRE(w.policies.size() == 3);
-  for (const sa::policy_result& r : w.policies) {
+  for (const wc::policy_result& r : w.policies) {
     INFO(r.policy);
     CHECK(r.mismatches.empty());
     for (const std::string& m : r.mismatches)
@@ -23,7 +24,7 @@ void check_bounds(const sa::week_result& w) {
     CHECK(r.crashes.size() + static_cast<std::size_t>(r.down_hits) ==
           static_cast<std::size_t>(w.params.crashes()));
     std::int64_t lost = 0;
-    for (const sa::crash_report& c : r.crashes) {
+    for (const wc::crash_report& c : r.crashes) {
       lost += c.lost;
       // Neither direction exceeds what one commit interval puts in flight.
       CHECK(c.lost <= in_flight);
@@ -34,41 +35,41 @@ void check_bounds(const sa::week_result& w) {
     // Every record consumed is either a row of the sink or counted as lost.
     CHECK(r.rows + r.lost == r.records);
   }
-  const sa::policy_result& auto_commit = w.policies[0];
-  const sa::policy_result& at_least_once = w.policies[1];
-  const sa::policy_result& transactional = w.policies[2];
+  const wc::policy_result& auto_commit = w.policies[0];
+  const wc::policy_result& at_least_once = w.policies[1];
+  const wc::policy_result& transactional = w.policies[2];
   CHECK(auto_commit.largest_loss <= in_flight);
   CHECK(at_least_once.lost == 0);
   CHECK(at_least_once.sink_as_expected());
   CHECK(transactional.lost == 0);
   CHECK(transactional.absorbed == 0);
   CHECK(transactional.sink_as_expected());
-  for (const sa::crash_report& c : transactional.crashes)
+  for (const wc::crash_report& c : transactional.crashes)
     CHECK(c.replayed == 0);
 }
 
 }  // namespace
 
-TEST_CASE("seed arithmetic: a week at 2000 records/s with a 5 s commit and 2 crashes") {
-  const sa::parameters p;  // the seed's numbers
+TEST_CASE("a week of crashes: a week at 2000 records/s with a 5 s commit and 2 crashes") {
+  const wc::parameters p;  // the design essays' numbers
   REQUIRE(p.batch() == 10000);
   REQUIRE(p.crashes() == 2);
-  const sa::week_result w = sa::simulate(p);
+  const wc::week_result w = wc::simulate(p);
   check_bounds(w);
   // A week of records went by (less the fetch latencies and the downtime).
-  for (const sa::policy_result& r : w.policies)
+  for (const wc::policy_result& r : w.policies)
     CHECK(r.records > 1'200'000'000);
 }
 
-TEST_CASE("seed arithmetic: raised crash rate reaches both of auto-commit's directions") {
-  sa::parameters p;
+TEST_CASE("a week of crashes: raised crash rate reaches both of auto-commit's directions") {
+  wc::parameters p;
   p.crashes_per_week = 60;
   p.seed = 7;
-  const sa::week_result w = sa::simulate(p);
+  const wc::week_result w = wc::simulate(p);
   check_bounds(w);
-  const sa::policy_result& auto_commit = w.policies[0];
-  const sa::policy_result& at_least_once = w.policies[1];
-  const sa::policy_result& transactional = w.policies[2];
+  const wc::policy_result& auto_commit = w.policies[0];
+  const wc::policy_result& at_least_once = w.policies[1];
+  const wc::policy_result& transactional = w.policies[2];
   // MayLoseAndDuplicate: the timer ran ahead of the write in some crashes, behind it in others.
   CHECK(auto_commit.lost > 0);
   CHECK(auto_commit.absorbed > 0);
@@ -78,20 +79,20 @@ TEST_CASE("seed arithmetic: raised crash rate reaches both of auto-commit's dire
   CHECK(at_least_once.largest_replay > 0);
   // ExactlyOnceInSink: the open transactions were rolled back and redone, never duplicated.
   std::int64_t redone = 0;
-  for (const sa::crash_report& c : transactional.crashes)
+  for (const wc::crash_report& c : transactional.crashes)
     redone += c.redone;
   CHECK(redone > 0);
 }
 
-TEST_CASE("seed arithmetic: the timer arithmetic matches the real pipeline batch after batch") {
-  sa::parameters p;
-  // The seed's latencies: the timer drifts slowly through the batch.
-  CHECK(sa::auto_commit_lane(p).validate_timer_model(sa::boundary{}, 30) >= 30);
+TEST_CASE("a week of crashes: the timer arithmetic matches the real pipeline batch after batch") {
+  wc::parameters p;
+  // The essays' latencies: the timer drifts slowly through the batch.
+  CHECK(wc::auto_commit_lane(p).validate_timer_model(wc::boundary{}, 30) >= 30);
   // Long fetches: the drift wraps around within a few batches, so the timer also fires at the
   // poll itself (before a single row is written) and at the batch's last row.
   p.max_fetch_latency_us = 1'500'000;
-  CHECK(sa::auto_commit_lane(p).validate_timer_model(sa::boundary{}, 30) >= 30);
-  const sa::boundary mid{123'450'000, sa::time_point{std::chrono::hours{30}},
-                         sa::time_point{std::chrono::hours{30} - std::chrono::seconds{2}}};
-  CHECK(sa::auto_commit_lane(p).validate_timer_model(mid, 30) >= 30);
+  CHECK(wc::auto_commit_lane(p).validate_timer_model(wc::boundary{}, 30) >= 30);
+  const wc::boundary mid{123'450'000, wc::time_point{std::chrono::hours{30}},
+                         wc::time_point{std::chrono::hours{30} - std::chrono::seconds{2}}};
+  CHECK(wc::auto_commit_lane(p).validate_timer_model(mid, 30) >= 30);
 }
