@@ -16,7 +16,7 @@
 #include <commit_order/testing/fixture.hpp>
 
 #include "conformance/kit_event.hpp"
-#include "support/scratch.hpp"
+#include "conformance/storage.hpp"
 
 namespace conformance {
 
@@ -89,7 +89,7 @@ class file_fixture {
   Power& power() requires(!std::is_same_v<Power, no_power>) { return power_.power; }
 
  private:
-  test_support::scratch_dir dir_;
+  storage_dir dir_;
   power_slot<Power> power_;
   std::optional<source_type> log_;
   std::optional<sink_type> sink_;

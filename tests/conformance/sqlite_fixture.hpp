@@ -6,12 +6,16 @@
 // The source is a memory::log declared as durable as the mode (rule R9c asks that much of a
 // source): a stand-in that only feeds the sink, whose own capabilities the kit does not check.
 // `Power` is the power-cut facility (power_loss tests), or no_power.
+
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include <commit_order/adapters/memory.hpp>
@@ -19,13 +23,13 @@
 #include <commit_order/testing/fixture.hpp>
 
 #include "conformance/kit_event.hpp"
-#include "support/scratch.hpp"
+#include "conformance/storage.hpp"
 
 namespace conformance {
 
 namespace co = commit_order;
 
-template <class Mode, class Durability, class Power = no_power>
+template <class Mode, class Durability = sq::wal_full, class Power = no_power>
 class sqlite_fixture {
  public:
   using event_type = kit_event;
@@ -34,9 +38,14 @@ class sqlite_fixture {
   using store_type = sq::position_store<Durability>;
   static constexpr bool source_is_stand_in = true;
 
+  /// Fresh storage: copies of two empty databases made once per process (creating a database
+  /// in WAL mode syncs a dozen times; the kit makes one per scenario).
   sqlite_fixture() : power_(dir_.path()) {
+    const auto& empty = empty_databases();
     std::filesystem::create_directories(dir_ / "db");
     std::filesystem::create_directories(dir_ / "state");
+    std::filesystem::copy_file(empty / "sink.db", dir_ / "db" / "sink.db");
+    std::filesystem::copy_file(empty / "positions.db", dir_ / "state" / "positions.db");
   }
 
   static kit_event make_event(std::int64_t key, std::int64_t seq) { return kit_event{key, seq}; }
@@ -47,13 +56,15 @@ class sqlite_fixture {
   }
   source_type& source() { return log_; }
   sink_type& sink() {
-    if (!sink_)
+    if (!sink_) {
       sink_.emplace(dir_ / "db" / "sink.db");
+    }
     return *sink_;
   }
   store_type& store() {
-    if (!store_)
+    if (!store_) {
       store_.emplace(dir_ / "state" / "positions.db");
+    }
     return *store_;
   }
   void close() {
@@ -75,7 +86,20 @@ class sqlite_fixture {
   Power& power() requires(!std::is_same_v<Power, no_power>) { return power_.power; }
 
  private:
-  test_support::scratch_dir dir_;
+  // Created by the adapter itself (tables included), closed normally (no WAL is left beside
+  // them), and removed when the process ends.
+  static const std::filesystem::path& empty_databases() {
+    static const storage_dir dir;
+    static const bool made = [] {
+      { sink_type sink(dir / "sink.db"); }
+      { store_type store(dir / "positions.db"); }
+      return true;
+    }();
+    (void)made;
+    return dir.path();
+  }
+
+  storage_dir dir_;
   power_slot<Power> power_;
   source_type log_;
   std::optional<sink_type> sink_;
