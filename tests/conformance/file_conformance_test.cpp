@@ -26,7 +26,8 @@ TEST_CASE("conformance: file log and file position store") {
       ct::with_environment(o));
   conformance::expect_passed(r);
   conformance::expect_ran(r, "retention: a lagging reader gets position_lost, never a jump", 2);
-  conformance::expect_ran(r, "position store: nothing before the first commit, the last survives");
+  conformance::expect_ran(r,
+                          "position store: nothing before the first commit, each commit survives");
   conformance::expect_ran(r, "crash matrix AtLeastOnce<EveryBatch>");
   conformance::expect_ran(r, "crash matrix AtMostOnce<EveryBatch>");
   conformance::expect_ran(r, "random schedules", 220);

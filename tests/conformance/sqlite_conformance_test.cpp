@@ -35,7 +35,8 @@ commit_order::testing::report run_sqlite(const std::string& name) {
       "SQLite " + name + " + SQLite position store (default mode: wal_full)", options());
   conformance::expect_passed(r);
   conformance::expect_ran(r, "Transactional: a rollback is discarded, a commit survives reopening");
-  conformance::expect_ran(r, "position store: nothing before the first commit, the last survives");
+  conformance::expect_ran(r,
+                          "position store: nothing before the first commit, each commit survives");
   conformance::expect_ran(r, "crash matrix AtMostOnce<EveryBatch>");
   conformance::expect_ran(r, "random schedules", 220);
   return r;

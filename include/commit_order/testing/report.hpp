@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -42,7 +43,8 @@ struct check_report {
 /// Everything the kit found about one adapter (one fixture).
 struct report {
   std::string adapter;
-  std::vector<check_report> checks;
+  /// A deque: a check's entry stays where it is while later checks are added.
+  std::deque<check_report> checks;
   /// Checks that were not run, each with its reason ("OffsetGuarded: not declared by the sink").
   std::vector<std::string> not_run;
 
