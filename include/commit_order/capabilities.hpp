@@ -44,6 +44,20 @@ struct DuplicatesHarmless final {
 struct SideEffecting final {
   static constexpr std::string_view name = "SideEffecting";
 };
+/// Rows carry the partition they came from beside their source offset, and the offset guard
+/// compares offsets only within a partition: one table can be fed by many partitions. A key
+/// arriving from another partition than its row's is `key_moved_partition`, never an absorb.
+struct PartitionScoped final {
+  static constexpr std::string_view name = "PartitionScoped";
+};
+/// The upsert only wins when the event's per-key version (`Member`, set by the producer, e.g.
+/// an order's event_seq) is newer than the row's: a guard that, unlike source offsets, survives
+/// repartitioning. Counts as an offset guard for the rules that need one (R5, R15, R17).
+template <auto Member>
+struct VersionGuarded final {
+  static constexpr auto member = Member;
+  static constexpr std::string_view name = "VersionGuarded";
+};
 /// `apply` may be called from several threads at once (required to hand writes to an executor).
 struct Concurrent final {
   static constexpr std::string_view name = "Concurrent";
@@ -142,6 +156,16 @@ template <class Caps, class Tag>
 inline constexpr bool contains_capability_v =
     decltype(boost::hana::contains(Caps::tags, boost::hana::type_c<Tag>))::value;
 
+namespace detail {
+template <class T>
+struct is_version_guard : std::false_type {};
+template <auto M>
+struct is_version_guard<VersionGuarded<M>> : std::true_type {};
+inline constexpr auto is_version_guard_tag = [](auto t) {
+  return boost::hana::bool_c<is_version_guard<typename decltype(t)::type>::value>;
+};
+}  // namespace detail
+
 /// Does T declare the tag `Tag`? False for a type that declares nothing.
 template <class T, class Tag>
 inline constexpr bool has_capability_v = [] {
@@ -151,6 +175,21 @@ inline constexpr bool has_capability_v = [] {
     return false;
   }
 }();
+
+/// Does T declare a `VersionGuarded<...>` guard?
+template <class T>
+inline constexpr bool version_guarded_v = [] {
+  if constexpr (declares_capabilities<T>) {
+    return decltype(boost::hana::is_just(
+        boost::hana::find_if(capabilities_of_t<T>::tags, detail::is_version_guard_tag)))::value;
+  } else {
+    return false;
+  }
+}();
+
+/// Does T guard its upsert against an older record: by source offset, or by a version?
+template <class T>
+inline constexpr bool guarded_v = has_capability_v<T, OffsetGuarded> || version_guarded_v<T>;
 
 namespace detail {
 template <class T, class Fallback>

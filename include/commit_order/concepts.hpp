@@ -6,10 +6,13 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <ranges>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "commit_order/offset.hpp"
 #include "commit_order/record.hpp"
@@ -33,9 +36,66 @@ concept source = requires(S& s, const S& cs, position p, std::size_t n) {
 }
 &&std::ranges::sized_range<batch_t<S>>&& record<std::ranges::range_value_t<batch_t<S>>>;
 
+/// Reads batches from the partitions it owns now. `poll(n)` returns up to n records, each
+/// carrying its partition (a `partitioned_record`), only of partitions in `assignment()`;
+/// `seek(k, p)` moves partition k's read position; `earliest(k)` and `end(k)` are partition k's
+/// first retained position and the position past its last record; `partition_count()` is the
+/// number of partitions the stream has (owned or not). A single-partition `source` is the
+/// special case of one partition, 0, always owned.
+template <class S>
+concept partitioned_source = requires(S& s, const S& cs, partition_id k, position p,
+                                      std::size_t n) {
+  s.seek(k, p);
+  { s.poll(n) } -> std::ranges::random_access_range;
+  { cs.earliest(k) } -> std::same_as<position>;
+  { cs.end(k) } -> std::same_as<position>;
+  { cs.partition_count() } -> std::convertible_to<std::size_t>;
+  { cs.assignment() } -> std::ranges::input_range;
+}
+&&std::ranges::sized_range<batch_t<S>>&& partitioned_record<std::ranges::range_value_t<batch_t<S>>>;
+
+/// Either kind of source.
+template <class S>
+concept any_source = source<S> || partitioned_source<S>;
+
 /// The record type of a source.
-template <source S>
+template <any_source S>
 using source_record_t = std::ranges::range_value_t<batch_t<S>>;
+
+/// Where a partition starts after an assignment: exactly `at`, never the source's own idea.
+struct start_at final {
+  partition_id partition;
+  position at;
+};
+
+/// How a group-managed source tells the pipeline, synchronously on the polling thread (inside
+/// `poll`), that its assignment changed. Implemented by the pipeline, never by the user.
+class assignment_listener {
+ public:
+  /// `partitions` are now this consumer's, at group generation `generation`. The pipeline
+  /// claims them in one sink transaction and returns where each must start; the source starts
+  /// each exactly there.
+  virtual std::vector<start_at> assigned(std::span<const partition_id> partitions,
+                                         std::int32_t generation) = 0;
+  /// `partitions` are given up in an orderly rebalance: nothing is open for them when the
+  /// pipeline returns, and records of them the source still buffers must be dropped.
+  virtual void revoked(std::span<const partition_id> partitions) = 0;
+  /// `partitions` were taken away (the session expired): nothing may be stored for them.
+  virtual void lost(std::span<const partition_id> partitions) = 0;
+
+ protected:
+  assignment_listener() = default;
+  assignment_listener(const assignment_listener&) = default;
+  assignment_listener& operator=(const assignment_listener&) = default;
+  ~assignment_listener() = default;
+};
+
+/// A partitioned source whose partitions a group coordinator assigns and takes away: it calls
+/// the listener it was given inside `poll`, before it returns records of a new assignment.
+template <class S>
+concept group_managed_source = partitioned_source<S> && requires(S& s, assignment_listener& l) {
+  s.listen(l);
+};
 
 /// What a sink reports for one row. A sink whose `apply` returns void counts as `applied`.
 enum class write_outcome {
@@ -43,19 +103,37 @@ enum class write_outcome {
   absorbed,  ///< the offset guard kept a newer row: a replay, absorbed
 };
 
-/// Writes rows derived from records: `apply(source_offset, row)`. Durable on return unless the
+/// Writes rows derived from records: `apply(source_offset, row)`, or, for a sink whose rows
+/// record their partition, `apply(partition, source_offset, row)`. Durable on return unless the
 /// sink is inside a transaction it opened with `begin()`.
 template <class S>
 concept sink = requires {
   typename S::row_type;
 }
-&&requires(S& s, offset o, const typename S::row_type& row) {
-  s.apply(o, row);
-};
+&&(
+    requires(S& s, offset o, const typename S::row_type& row) { s.apply(o, row); } ||
+    requires(S & s, partition_id k, offset o, const typename S::row_type& row) {
+      s.apply(k, o, row);
+    });
 
 /// The row type a sink accepts.
 template <sink S>
 using sink_row_t = typename S::row_type;
+
+/// A sink whose rows record the partition they came from: `apply(partition, offset, row)`.
+/// A PartitionScoped or VersionGuarded sink fed by a partitioned source must be one.
+template <class S>
+concept partitioned_sink = sink<S> &&
+    requires(S& s, partition_id k, offset o, const typename S::row_type& row) {
+  s.apply(k, o, row);
+};
+
+/// What a fresh claim (`claim_next`) took: the epoch it raised the position row to, and the
+/// position stored there.
+struct claimed final {
+  epoch owner;
+  std::optional<position> stored;
+};
 
 /// A sink whose transactions can also hold the consumer's position. `load_position()` reads
 /// the stored position (none before the first commit); `store_position(p)` stages it inside the
@@ -71,18 +149,58 @@ concept transactional_sink = sink<S> && requires(S& s, position p) {
 
 /// A transactional sink whose position row carries the owner's epoch. `claim(e)`, inside an
 /// open transaction, raises the stored owner epoch to `e` and returns the stored position, or
-/// throws `fenced` when a newer owner holds it; `store_position(p, e)` stages `p` only while
-/// the owner epoch is still `e`, and throws `fenced` otherwise.
+/// throws `fenced` when a newer owner holds it; `claim_next()` raises it by one (the epoch of a
+/// consumer that was given none: the last one started wins, and the one before is fenced at
+/// its next position write); `store_position(p, e)` stages `p` only while the owner epoch is
+/// still `e`, and throws `fenced` otherwise.
 template <class S>
 concept fencing_sink = transactional_sink<S> && requires(S& s, position p, epoch e) {
   { s.claim(e) } -> std::same_as<std::optional<position>>;
+  { s.claim_next() } -> std::same_as<claimed>;
   s.store_position(p, e);
+};
+
+/// A transactional sink that keeps one position per partition in its transaction.
+template <class S>
+concept partitioned_transactional_sink = sink<S> && requires(S& s, partition_id k, position p) {
+  s.begin();
+  s.commit();
+  s.rollback();
+  s.store_position(k, p);
+  { s.load_position(k) } -> std::same_as<std::optional<position>>;
+};
+
+/// A partitioned transactional sink whose position rows carry the owner's epoch, per partition:
+/// `claim(k, e)` raises partition k's owner epoch to e or throws `fenced`; `claim_next(k)`
+/// raises it by one (a consumer with no epoch of its own: the last one started wins);
+/// `store_position(k, p, e)` stages p only while k is still owned at e.
+template <class S>
+concept partitioned_fencing_sink = partitioned_transactional_sink<S> &&
+    requires(S& s, partition_id k, position p, epoch e) {
+  { s.claim(k, e) } -> std::same_as<std::optional<position>>;
+  { s.claim_next(k) } -> std::same_as<claimed>;
+  s.store_position(k, p, e);
+};
+
+/// What a stream's owners share beside positions, kept by the sink: the era (raised only by an
+/// operator, when a consumer group was deleted and recreated and its generations restarted)
+/// and the partition count recorded at the first claim (`partition_count_changed` otherwise).
+template <class S>
+concept stream_registry = requires(S& s, std::size_t n) {
+  { s.era() } -> std::convertible_to<std::int64_t>;
+  s.check_partition_count(n);
 };
 
 /// A sink that can report its applied watermark: the highest source offset present in it.
 template <class S>
 concept watermarked_sink = requires(const S& s) {
   { s.applied_watermark() } -> std::same_as<std::optional<offset>>;
+};
+
+/// The same, per partition (a table shared by several partitions).
+template <class S>
+concept partitioned_watermarked_sink = requires(const S& s, partition_id k) {
+  { s.applied_watermark(k) } -> std::same_as<std::optional<offset>>;
 };
 
 /// A sink whose transaction size limit is known only at run time (a server setting).
@@ -98,6 +216,36 @@ concept position_store = requires(S& s, position p) {
   { s.load() } -> std::same_as<std::optional<position>>;
   s.commit(p);
 };
+
+/// A position store that keeps one position per partition: `commit(k, p)`, `load(k)`.
+template <class S>
+concept partitioned_position_store = requires(S& s, partition_id k, position p) {
+  { s.load(k) } -> std::same_as<std::optional<position>>;
+  s.commit(k, p);
+};
+
+/// A source that can tell one record from another at the same offset: `fingerprint(record)`
+/// and `fingerprint_at(offset)` (none when the offset is not retained) agree for the same
+/// record. With a store that keeps a fingerprint beside the position, recovery refuses to
+/// resume after a record that is not the one the position was committed after
+/// (`offset_reused`): a source that lost records and reused their offsets.
+template <class S>
+concept fingerprinted_source = requires(S& s, const source_record_t<S>& r, offset o) {
+  { s.fingerprint(r) } -> std::same_as<std::uint64_t>;
+  { s.fingerprint_at(o) } -> std::same_as<std::optional<std::uint64_t>>;
+};
+
+/// A position store that keeps the fingerprint of the record a position was committed after:
+/// `commit(p, fingerprint)`, `load_fingerprint()` (none when the last commit carried none).
+template <class S>
+concept fingerprint_store = requires(S& s, position p, std::uint64_t f) {
+  s.commit(p, f);
+  { s.load_fingerprint() } -> std::same_as<std::optional<std::uint64_t>>;
+};
+
+/// Either kind of store.
+template <class S>
+concept any_position_store = position_store<S> || partitioned_position_store<S>;
 
 /// Where records that failed for good go: `put(source_offset, event, reason)` is durable on
 /// return, at the sink's declared durability level.

@@ -1,6 +1,8 @@
 // commit_order/errors.hpp — the failures the pipeline reports instead of hiding.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -95,23 +97,122 @@ class invariant_violation final : public error {
   offset watermark_;
 };
 
-/// A stale owner tried to advance a position another owner has claimed since (a "zombie"
-/// after a rebalance). Its transaction is rolled back; it must stop consuming the partition.
+/// A stale owner tried to claim or advance a position another owner has claimed since (a
+/// "zombie" after a rebalance). Its transaction is rolled back; it must stop consuming the
+/// partition. When an honest consumer group sees it after its group was deleted and recreated
+/// (its generation restarted below the stored epoch), the way out is an explicit era bump.
 class fenced final : public error {
  public:
-  fenced(epoch mine, epoch current)
-      : error("commit_order: fenced: this consumer owns the partition at epoch " +
-              std::to_string(mine.value()) + " but the position is owned at epoch " +
-              std::to_string(current.value()) + "; it lost the partition and must stop")
+  fenced(epoch mine, epoch current, partition_id partition = partition_id{0})
+      : error(describe(mine, current, partition))
       , mine_(mine)
-      , current_(current) {}
+      , current_(current)
+      , partition_(partition) {}
 
   [[nodiscard]] epoch mine() const noexcept { return mine_; }
   [[nodiscard]] epoch current() const noexcept { return current_; }
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
 
  private:
+  static std::string describe(epoch mine, epoch current, partition_id partition) {
+    std::string s = "commit_order: fenced: this consumer owns partition " +
+                    std::to_string(partition.value()) + " at epoch " + name(mine) +
+                    " but the position is owned at epoch " + name(current) +
+                    "; it lost the partition and must stop";
+    if (mine.era() == current.era() && mine.era() >= 0 && mine < current)
+      s += " (if the consumer group was deleted and recreated, its generation restarted: bump "
+           "the stream's era, see docs/adapters.md, never lower the stored epoch)";
+    return s;
+  }
+  static std::string name(epoch e) {
+    if (e.era() == 0)
+      return std::to_string(e.value());
+    return std::to_string(e.value()) + " (era " + std::to_string(e.era()) + ", generation " +
+           std::to_string(e.generation()) + ")";
+  }
+
   epoch mine_;
   epoch current_;
+  partition_id partition_;
+};
+
+/// A key arrived from another partition than the one its stored row came from: the topic was
+/// repartitioned, and offsets of the two partitions say nothing about which record is newer.
+/// Never absorbed silently, never overwritten blindly: a version guard (VersionGuarded) is the
+/// opt-in that survives repartitioning. An infrastructure error: it stops the pipeline with the
+/// position unmoved, it is not the record's to dead-letter.
+class key_moved_partition final : public infrastructure_error {
+ public:
+  key_moved_partition(const std::string& key, partition_id stored_partition, offset stored_offset,
+                      partition_id incoming_partition, offset incoming_offset)
+      : infrastructure_error(
+            "commit_order: key " + key + " arrived from partition " +
+            std::to_string(incoming_partition.value()) + " at offset " +
+            std::to_string(incoming_offset.value()) + " but its row came from partition " +
+            std::to_string(stored_partition.value()) + " at offset " +
+            std::to_string(stored_offset.value()) +
+            "; offsets of different partitions are not comparable (was the topic "
+            "repartitioned?) -- drain the old partitions first, or guard on a per-key version "
+            "(VersionGuarded)")
+      , stored_partition_(stored_partition)
+      , stored_offset_(stored_offset)
+      , incoming_partition_(incoming_partition)
+      , incoming_offset_(incoming_offset) {}
+
+  [[nodiscard]] partition_id stored_partition() const noexcept { return stored_partition_; }
+  [[nodiscard]] offset stored_offset() const noexcept { return stored_offset_; }
+  [[nodiscard]] partition_id incoming_partition() const noexcept { return incoming_partition_; }
+  [[nodiscard]] offset incoming_offset() const noexcept { return incoming_offset_; }
+
+ private:
+  partition_id stored_partition_;
+  offset stored_offset_;
+  partition_id incoming_partition_;
+  offset incoming_offset_;
+};
+
+/// The stream has another number of partitions than when its positions were first claimed:
+/// keys now hash to other partitions, and an offset guard would compare unrelated offsets.
+class partition_count_changed final : public error {
+ public:
+  partition_count_changed(std::size_t stored, std::size_t current)
+      : error("commit_order: the stream had " + std::to_string(stored) +
+              " partitions when its positions were first claimed and has " +
+              std::to_string(current) +
+              " now; keys may have moved between partitions -- drain the old partitions and "
+              "accept the new count explicitly (see docs/adapters.md), or use VersionGuarded")
+      , stored_(stored)
+      , current_(current) {}
+
+  [[nodiscard]] std::size_t stored() const noexcept { return stored_; }
+  [[nodiscard]] std::size_t current() const noexcept { return current_; }
+
+ private:
+  std::size_t stored_;
+  std::size_t current_;
+};
+
+/// The record at the stored position's offset is not the one the position was stored after:
+/// the source forgot records behind the position (a power loss of a log synced less often than
+/// the position) and gave their offsets to new records, which resuming would skip.
+class offset_reused final : public error {
+ public:
+  offset_reused(partition_id partition, offset at, std::uint64_t stored_fingerprint,
+                std::uint64_t found_fingerprint)
+      : error("commit_order: the record at offset " + std::to_string(at.value()) +
+              " of partition " + std::to_string(partition.value()) +
+              " is not the one the stored position was committed after (fingerprint " +
+              std::to_string(found_fingerprint) + ", stored " + std::to_string(stored_fingerprint) +
+              "); the source lost records behind the position and reused their offsets")
+      , partition_(partition)
+      , at_(at) {}
+
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
+  [[nodiscard]] offset at() const noexcept { return at_; }
+
+ private:
+  partition_id partition_;
+  offset at_;
 };
 
 /// A record failed in the transform or the sink and the error handling gave up on it. The
@@ -121,10 +222,16 @@ class fenced final : public error {
 /// (Not final: std::throw_with_nested derives from it to carry the original exception.)
 class record_failed : public error {
  public:
-  record_failed(offset failed, position committed, const std::string& reason)
-      : error(describe(failed, committed, reason)), failed_(failed), committed_(committed) {}
+  record_failed(offset failed, position committed, const std::string& reason,
+                partition_id partition = partition_id{0})
+      : error(describe(failed, committed, reason))
+      , failed_(failed)
+      , committed_(committed)
+      , partition_(partition) {}
 
   [[nodiscard]] offset failed() const noexcept { return failed_; }
+  /// The partition of the failed record (0 for a single-partition source).
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
   [[nodiscard]] position committed() const noexcept { return committed_; }
   /// True when the position had already passed the failed record: it is lost.
   [[nodiscard]] bool lost() const noexcept { return committed_.covers(failed_); }
@@ -149,6 +256,7 @@ class record_failed : public error {
 
   offset failed_;
   position committed_;
+  partition_id partition_;
 };
 
 }  // namespace commit_order

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <concepts>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 
@@ -35,6 +37,37 @@ concept stateless_key = std::is_empty_v<K> && std::default_initializable<K> &&
                         std::is_invocable_v<const K&, const Row&> &&
                         !std::is_void_v<std::invoke_result_t<const K&, const Row&>> &&
                         !std::is_invocable_v<const K&>;
+
+namespace detail {
+template <class T>
+std::string key_part_text(const T& v) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    return std::to_string(v);
+  } else if constexpr (std::is_enum_v<T>) {
+    return std::to_string(static_cast<std::underlying_type_t<T>>(v));
+  } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+    return "'" + std::string(std::string_view(v)) + "'";
+  } else {
+    return "?";
+  }
+}
+}  // namespace detail
+
+/// A key's value as text, for error messages: `(4711, 2)` for a tuple key.
+template <class K>
+std::string key_text(const K& k) {
+  if constexpr (requires { std::tuple_size<K>::value; }) {
+    std::string out = "(";
+    std::apply(
+        [&out](const auto&... parts) {
+          ((out += (out.size() > 1 ? ", " : "") + detail::key_part_text(parts)), ...);
+        },
+        k);
+    return out + ")";
+  } else {
+    return detail::key_part_text(k);
+  }
+}
 
 /// The key type a sink uses for its upserts, or `no_key`.
 template <class Sink>

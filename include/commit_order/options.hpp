@@ -130,8 +130,11 @@ struct settings final {
   std::size_t max_transaction_rows = 0;
   /// AutoCommit's interval (Kafka's auto.commit.interval.ms default is 5 s).
   std::chrono::milliseconds auto_commit_interval{5000};
-  /// The owner epoch this consumer claims on a fencing sink (e.g. a consumer group generation).
-  epoch owner_epoch{0};
+  /// The owner epoch this consumer claims on a fencing sink: claim raises the stored epoch to it
+  /// or is fenced. Unset (the default), the pipeline claims a fresh epoch, one above the stored
+  /// one: the consumer started last owns the position and an older one still running is fenced
+  /// at its next position write. A group-managed source's epochs come from its generation.
+  std::optional<epoch> owner_epoch{};
   /// Where a consumer with no stored position starts; unset: the earliest retained record.
   /// Set it (e.g. to position{0}) when the whole stream must be consumed: a consumer that died
   /// before its first commit while retention ran then gets `position_lost`, not a later start.

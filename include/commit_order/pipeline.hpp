@@ -123,7 +123,7 @@ class pipeline final
     // failed), and code that uses its members adds no error to the rule's.
     // BEGIN GENERATED RULE CHECKS
     // clang-format off
-    static_assert(rules::registry_fingerprint == 0x3d7beaec24ac910aULL,
+    static_assert(rules::registry_fingerprint == 0x71060fadd2c79e42ULL,
                   "commit_order: the rule checks in pipeline.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
     static_assert(!std::is_same_v<verdict, rules::unknown_option>,
                   "commit_order S0: unknown or repeated pipeline option -- each of with_store, with_clock, with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and with_executor may be given once");
@@ -134,13 +134,13 @@ class pipeline final
     static_assert(!std::is_same_v<verdict, rules::malformed_step_order>,
                   "commit_order R0: the policy's step list is malformed -- Poll first, then one Write and one position step, with StorePosition between Begin and Commit");
     static_assert(!std::is_same_v<verdict, rules::not_a_source>,
-                  "commit_order S2: Source does not model commit_order::source -- it needs seek(position), poll(n) returning a sized random-access range of records, earliest() and end() returning position");
+                  "commit_order S2: Source does not model commit_order::source -- it needs seek(position), poll(n) returning a sized random-access range of records, earliest() and end() returning position (or their per-partition forms, see partitioned_source)");
     static_assert(!std::is_same_v<verdict, rules::source_durability_undeclared>,
                   "commit_order S25: the source declares no durability -- add `using capabilities = commit_order::capabilities<Replicated>;` (a broker), Synced (a log fsync'ed on append), Buffered or Volatile");
     static_assert(!std::is_same_v<verdict, rules::apply_takes_mutable_row>,
                   "commit_order S14: the sink's apply takes the row by non-const reference -- declare it apply(offset, const row_type&): the pipeline never hands out a mutable row");
     static_assert(!std::is_same_v<verdict, rules::not_a_sink>,
-                  "commit_order S3: Sink does not model commit_order::sink -- it needs `using row_type = ...;` and apply(offset, const row_type&)");
+                  "commit_order S3: Sink does not model commit_order::sink -- it needs `using row_type = ...;` and apply(offset, const row_type&) (or apply(partition_id, offset, const row_type&))");
     static_assert(!std::is_same_v<verdict, rules::bad_transform>,
                   "commit_order S4: the transform must be a stateless, default-constructible function object taking the event -- e.g. a captureless lambda");
     static_assert(!std::is_same_v<verdict, rules::row_mismatch>,
@@ -154,7 +154,7 @@ class pipeline final
     static_assert(!std::is_same_v<verdict, rules::transactional_shape>,
                   "commit_order S7: the sink declares Transactional but lacks begin(), commit() or rollback() -- implement them or drop the tag");
     static_assert(!std::is_same_v<verdict, rules::transactional_position_shape>,
-                  "commit_order S16: the sink declares Transactional but lacks store_position(position) or load_position() -- a Transactional sink keeps the position in its transaction");
+                  "commit_order S16: the sink declares Transactional but lacks store_position(position) or load_position() (or their per-partition forms) -- a Transactional sink keeps the position in its transaction");
     static_assert(!std::is_same_v<verdict, rules::load_position_type>,
                   "commit_order S17: the sink's load_position() must return std::optional<position> -- empty before the first commit, never a sentinel such as position{0}");
     static_assert(!std::is_same_v<verdict, rules::not_a_position_store>,
@@ -179,6 +179,8 @@ class pipeline final
                   "commit_order S21: the fault injector needs at(const fault_point&) -- with another signature (e.g. at(fault_point&)) it would never be called and a crash test never crash");
     static_assert(!std::is_same_v<verdict, rules::observer_hook_mismatch>,
                   "commit_order S22: an observer's on(event, ...) overload does not take what the pipeline passes -- on(polled, size_t, position); on(row_written | replay_absorbed | dead_lettered | record_failed, offset); on(unit_committed | auto_committed, position); on(retried, offset, size_t)");
+    static_assert(!std::is_same_v<verdict, rules::partition_scoped_apply>,
+                  "commit_order S26: the sink declares PartitionScoped but has no apply(partition_id, offset, const row_type&) -- its rows must record the partition they came from");
     static_assert(!std::is_same_v<verdict, rules::side_effects_need_outbox>,
                   "commit_order R7: a SideEffecting sink cannot be made idempotent by ordering -- write to an outbox with a claim check and send from there");
     static_assert(!std::is_same_v<verdict, rules::key_must_derive_from_event>,
@@ -193,10 +195,16 @@ class pipeline final
                   "commit_order R4: the position cannot be stored in a sink without multi-row transactions -- use a Transactional sink, or AtLeastOnce with an Idempotent sink");
     static_assert(!std::is_same_v<verdict, rules::transactional_position_needs_offset_guard>,
                   "commit_order R5: TransactionalPosition needs an OffsetGuarded sink -- a replayed older record would overwrite newer data; guard the upsert on source_offset");
+    static_assert(!std::is_same_v<verdict, rules::offset_guard_needs_partition>,
+                  "commit_order R17: a partitioned source feeds an offset-guarded sink whose rows do not carry their partition -- offsets of different partitions are not comparable; use a PartitionScoped sink (rows carry source_partition) or VersionGuarded<&Event::version>");
     static_assert(!std::is_same_v<verdict, rules::ledger_must_not_lose>,
                   "commit_order R6: this policy may lose records and the sink is a Ledger -- use AtLeastOnce with an Idempotent sink, or TransactionalPosition");
     static_assert(!std::is_same_v<verdict, rules::position_store_missing>,
                   "commit_order R10: this policy commits its position to a position store and none was given -- pass one with with_store<Store>");
+    static_assert(!std::is_same_v<verdict, rules::positions_per_partition>,
+                  "commit_order R19: a partitioned source has one position per partition and this sink or store keeps only one -- use a store with load(partition)/commit(partition, position), or a sink with load_position(partition)/store_position(partition, position)");
+    static_assert(!std::is_same_v<verdict, rules::group_needs_fencing_sink>,
+                  "commit_order R18: a group-managed source moves partitions between consumers and this sink cannot fence a stale owner -- keep the position in a fencing sink (claim(partition, epoch) and store_position(partition, position, epoch))");
     static_assert(!std::is_same_v<verdict, rules::sink_less_durable_than_store>,
                   "commit_order R9a: this policy makes the write durable before the position, and the sink is less durable than the position store -- a power loss would keep a position past rows that vanished; use a sink at least as durable as the store");
     static_assert(!std::is_same_v<verdict, rules::store_less_durable_than_sink>,

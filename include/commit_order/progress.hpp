@@ -18,6 +18,7 @@ struct progress final {
   position committed{};                     ///< the last durable position
   std::optional<offset> applied_watermark;  ///< highest source offset in the sink, if it says
   position source_end{};                    ///< just past the source's last record
+  partition_id partition{};                 ///< the partition these figures are of
 
   /// Records the consumer has not read yet.
   [[nodiscard]] constexpr std::int64_t unread() const noexcept { return source_end - read; }

@@ -99,6 +99,10 @@ template <class S>
 concept has_position_calls = requires(S& s, position p) {
   s.store_position(p);
   s.load_position();
+}
+|| requires(S& s, partition_id k, position p) {
+  s.store_position(k, p);
+  s.load_position(k);
 };
 
 template <class C>
@@ -203,10 +207,10 @@ struct not_a_source final {
   static constexpr std::string_view message =
       "commit_order S2: Source does not model commit_order::source -- it needs seek(position), "
       "poll(n) returning a sized random-access range of records, earliest() and end() returning "
-      "position";
+      "position (or their per-partition forms, see partitioned_source)";
   static constexpr std::string_view prevents = "a loop over something that cannot be resumed";
   template <class C>
-  static constexpr bool violated = !source<typename C::source_type>;
+  static constexpr bool violated = !any_source<typename C::source_type>;
 };
 
 struct source_durability_undeclared final {
@@ -235,7 +239,7 @@ struct not_a_sink final {
   static constexpr std::string_view id = "S3";
   static constexpr std::string_view message =
       "commit_order S3: Sink does not model commit_order::sink -- it needs `using row_type = ...;` "
-      "and apply(offset, const row_type&)";
+      "and apply(offset, const row_type&) (or apply(partition_id, offset, const row_type&))";
   static constexpr std::string_view prevents = "a loop with nowhere to write";
   template <class C>
   static constexpr bool violated = !sink<typename C::sink_type>;
@@ -293,8 +297,7 @@ struct keyless_idempotency final {
   template <class C>
   static constexpr bool violated =
       (has_capability_v<typename C::sink_type, Idempotent> ||
-       has_capability_v<typename C::sink_type, OffsetGuarded>)&&std::is_same_v<typename C::key_type,
-                                                                               no_key>;
+       guarded_v<typename C::sink_type>)&&std::is_same_v<typename C::key_type, no_key>;
 };
 
 struct transactional_shape final {
@@ -312,7 +315,8 @@ struct transactional_position_shape final {
   static constexpr std::string_view id = "S16";
   static constexpr std::string_view message =
       "commit_order S16: the sink declares Transactional but lacks store_position(position) or "
-      "load_position() -- a Transactional sink keeps the position in its transaction";
+      "load_position() (or their per-partition forms) -- a Transactional sink keeps the "
+      "position in its transaction";
   static constexpr std::string_view prevents = "a transaction that cannot hold the position";
   template <class C>
   static constexpr bool violated = has_capability_v<typename C::sink_type, Transactional> &&
@@ -327,7 +331,8 @@ struct load_position_type final {
   static constexpr std::string_view prevents = "a missing position read as a real one";
   template <class C>
   static constexpr bool violated = has_capability_v<typename C::sink_type, Transactional> &&
-                                   !transactional_sink<typename C::sink_type>;
+                                   !transactional_sink<typename C::sink_type> &&
+                                   !partitioned_transactional_sink<typename C::sink_type>;
 };
 
 struct not_a_position_store final {
@@ -337,7 +342,7 @@ struct not_a_position_store final {
       "needs load() returning std::optional<position> and commit(position)";
   static constexpr std::string_view prevents = "committing a position nowhere";
   template <class C>
-  static constexpr bool violated = C::has_store && !position_store<typename C::store_type>;
+  static constexpr bool violated = C::has_store && !any_position_store<typename C::store_type>;
 };
 
 struct store_durability_undeclared final {
@@ -513,8 +518,8 @@ struct transactional_position_needs_offset_guard final {
       "record would overwrite newer data; guard the upsert on source_offset";
   static constexpr std::string_view prevents = "older data overwriting newer data";
   template <class C>
-  static constexpr bool violated = policy_facts_v<typename C::policy_type>.position_in_sink &&
-                                   !has_capability_v<typename C::sink_type, OffsetGuarded>;
+  static constexpr bool violated =
+      policy_facts_v<typename C::policy_type>.position_in_sink && !guarded_v<typename C::sink_type>;
 };
 
 /// R6 — keep lossy configurations away from anything a ledger reads.
@@ -679,7 +684,7 @@ struct out_of_order_needs_offset_guard final {
   template <class C>
   static constexpr bool violated =
       C::has_executor&& has_capability_v<typename C::sink_type, Idempotent> &&
-      !has_capability_v<typename C::sink_type, OffsetGuarded>;
+      !guarded_v<typename C::sink_type>;
 };
 
 /// R16 — a retried write that had landed before it failed is applied twice. A write inside a
@@ -699,6 +704,70 @@ struct retry_needs_idempotent_sink final {
                                    !has_capability_v<typename C::sink_type, DuplicatesHarmless>;
 };
 
+/// R17 — offsets of different partitions are not comparable: a guard on source offsets alone
+/// would let an older record of one partition overwrite a newer one of another.
+struct offset_guard_needs_partition final {
+  static constexpr std::string_view id = "R17";
+  static constexpr std::string_view message =
+      "commit_order R17: a partitioned source feeds an offset-guarded sink whose rows do not "
+      "carry their partition -- offsets of different partitions are not comparable; use a "
+      "PartitionScoped sink (rows carry source_partition) or VersionGuarded<&Event::version>";
+  static constexpr std::string_view prevents = "an older record of one partition winning";
+  template <class C>
+  static constexpr bool violated = partitioned_source<typename C::source_type>&&
+                                       has_capability_v<typename C::sink_type, OffsetGuarded> &&
+                                   !has_capability_v<typename C::sink_type, PartitionScoped> &&
+                                   !version_guarded_v<typename C::sink_type>;
+};
+
+/// S26 — a partition-scoped sink must be told each row's partition.
+struct partition_scoped_apply final {
+  static constexpr std::string_view id = "S26";
+  static constexpr std::string_view message =
+      "commit_order S26: the sink declares PartitionScoped but has no apply(partition_id, offset, "
+      "const row_type&) -- its rows must record the partition they came from";
+  static constexpr std::string_view prevents = "a partition column nobody fills";
+  template <class C>
+  static constexpr bool violated = partitioned_source<typename C::source_type>&&
+                                       has_capability_v<typename C::sink_type, PartitionScoped> &&
+                                   !partitioned_sink<typename C::sink_type>;
+};
+
+/// R19 — a partitioned source has a position per partition, and somewhere must keep them all.
+struct positions_per_partition final {
+  static constexpr std::string_view id = "R19";
+  static constexpr std::string_view message =
+      "commit_order R19: a partitioned source has one position per partition and this sink or "
+      "store keeps only one -- use a store with load(partition)/commit(partition, position), or "
+      "a sink with load_position(partition)/store_position(partition, position)";
+  static constexpr std::string_view prevents = "positions of several partitions in one slot";
+  template <class C>
+  static constexpr bool violated = [] {
+    if constexpr (!partitioned_source<typename C::source_type>) {
+      return false;
+    } else if constexpr (policy_facts_v<typename C::policy_type>.position_in_sink) {
+      return !partitioned_transactional_sink<typename C::sink_type>;
+    } else {
+      return !partitioned_position_store<typename C::store_type>;
+    }
+  }();
+};
+
+/// R18 — partitions move between the members of a group: a member that lost one (a zombie)
+/// must find its transaction refused, or its rows commit after the new owner's.
+struct group_needs_fencing_sink final {
+  static constexpr std::string_view id = "R18";
+  static constexpr std::string_view message =
+      "commit_order R18: a group-managed source moves partitions between consumers and this sink "
+      "cannot fence a stale owner -- keep the position in a fencing sink (claim(partition, epoch) "
+      "and store_position(partition, position, epoch))";
+  static constexpr std::string_view prevents = "a zombie's rows committed after the new owner's";
+  template <class C>
+  static constexpr bool violated =
+      group_managed_source<typename C::source_type>&& policy_facts_v<typename C::policy_type>.position_in_sink &&
+      !partitioned_fencing_sink<typename C::sink_type>;
+};
+
 /// The order in which rules are checked: shape first, then the most fundamental problem
 /// (a sink no ordering can save, a key that defeats idempotency) before finer ones.
 template <class... Rules>
@@ -713,13 +782,14 @@ using all_rules = rule_list<
     transactional_position_shape, load_position_type, not_a_position_store,
     store_durability_undeclared, bad_error_handling, not_dead_letters, not_an_executor,
     unused_dead_letters, unused_store, unused_clock, bad_clock, bad_fault_injector,
-    observer_hook_mismatch, side_effects_need_outbox, key_must_derive_from_event,
-    auto_commit_makes_order_lossy, auto_commit_needs_idempotent_sink, replay_needs_idempotent_sink,
-    position_needs_transactional_sink, transactional_position_needs_offset_guard,
-    ledger_must_not_lose, position_store_missing, sink_less_durable_than_store,
-    store_less_durable_than_sink, source_less_durable_than_position, dead_letters_missing,
-    dead_letters_less_durable, executor_needs_concurrent_sink, executor_splits_transaction,
-    out_of_order_needs_offset_guard, retry_needs_idempotent_sink>;
+    observer_hook_mismatch, partition_scoped_apply, side_effects_need_outbox,
+    key_must_derive_from_event, auto_commit_makes_order_lossy, auto_commit_needs_idempotent_sink,
+    replay_needs_idempotent_sink, position_needs_transactional_sink,
+    transactional_position_needs_offset_guard, offset_guard_needs_partition, ledger_must_not_lose,
+    position_store_missing, positions_per_partition, group_needs_fencing_sink,
+    sink_less_durable_than_store, store_less_durable_than_sink, source_less_durable_than_position,
+    dead_letters_missing, dead_letters_less_durable, executor_needs_concurrent_sink,
+    executor_splits_transaction, out_of_order_needs_offset_guard, retry_needs_idempotent_sink>;
 
 namespace detail {
 // Each predicate is only instantiated once every rule before it has passed.

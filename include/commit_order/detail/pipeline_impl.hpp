@@ -21,6 +21,7 @@
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
 #include "commit_order/detail/async_writes.hpp"
+#include "commit_order/detail/position_access.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"
 #include "commit_order/observer.hpp"
@@ -74,7 +75,17 @@ struct loop_traits final {
       !facts.uses_transaction && !async && has_capability_v<sink_type, Transactional>;
   /// The unit's writes are one transaction: a failure rolls all of them back.
   static constexpr bool tx_unit = facts.uses_transaction || implicit_tx;
-  static constexpr bool fencing = facts.position_in_sink && fencing_sink<sink_type>;
+  /// Positions are kept per partition: the source is partitioned (a single-partition source
+  /// is partition 0, with no per-partition bookkeeping at all).
+  static constexpr bool partitioned = partitioned_source<source_type>;
+  /// Partitions arrive and leave through an assignment listener.
+  static constexpr bool group = group_managed_source<source_type>;
+  static constexpr bool fencing = facts.position_in_sink && fences<partitioned, sink_type>;
+  /// The position is stored with the fingerprint of the record it follows, and recovery checks
+  /// that record is still the one at its offset (a source that reused offsets is caught).
+  static constexpr bool checks_offsets = !partitioned && !async && facts.uses_position_store &&
+                                         fingerprinted_source<source_type> &&
+                                         fingerprint_store<typename Config::store_type>;
   static constexpr bool faults_enabled = Config::has_faults;
   /// A non-transactional write followed by a position commit leaves a durable prefix behind a
   /// failed record; the position may cover exactly that prefix.
@@ -125,9 +136,10 @@ class rejected_pipeline {
   position recover() { return position{}; }
   std::size_t poll_once() { return 0; }
   std::size_t run() { return 0; }
-  [[nodiscard]] position read_position() const { return position{}; }
-  [[nodiscard]] position committed_position() const { return position{}; }
-  [[nodiscard]] commit_order::progress progress() const { return {}; }
+  [[nodiscard]] position read_position(partition_id = partition_id{0}) const { return {}; }
+  [[nodiscard]] position committed_position(partition_id = partition_id{0}) const { return {}; }
+  [[nodiscard]] commit_order::progress progress(partition_id = partition_id{0}) const { return {}; }
+  [[nodiscard]] std::vector<commit_order::progress> partitions() const { return {}; }
   [[nodiscard]] observer_type& observer() noexcept { return observer_; }
   [[nodiscard]] const observer_type& observer() const noexcept { return observer_; }
   [[nodiscard]] faults_type& faults() noexcept { return faults_; }
@@ -174,7 +186,10 @@ class pipeline_impl {
   static constexpr bool auto_commit = traits::auto_commit;
   static constexpr bool implicit_tx = traits::implicit_tx;
   static constexpr bool tx_unit = traits::tx_unit;
+  static constexpr bool partitioned = traits::partitioned;
+  static constexpr bool group = traits::group;
   static constexpr bool fencing = traits::fencing;
+  static constexpr bool checks_offsets = traits::checks_offsets;
   static constexpr bool faults_enabled = traits::faults_enabled;
   static constexpr bool prefix_commit = traits::prefix_commit;
   static constexpr bool per_record_handling = traits::per_record_handling;
@@ -183,6 +198,21 @@ class pipeline_impl {
   // (the position already moved past rows whose transaction has not committed), and a store on
   // a second connection to the same database could not commit under the transaction's lock.
   static constexpr bool row_timer = auto_commit && !implicit_tx;
+
+  /// One record of a unit, as failure handling names it.
+  struct record_ref {
+    partition_id partition;
+    offset at;
+    friend bool operator==(const record_ref&, const record_ref&) = default;
+  };
+
+  /// What the loop keeps per partition of a partitioned source.
+  struct partition_entry {
+    partition_id id;
+    position read;
+    position committed;
+    std::optional<epoch> owner;  ///< the epoch claimed for it (fencing)
+  };
 
  public:
   /// `pipeline(source, sink, extras...)`: the extras are the parts the options name — the
@@ -196,6 +226,8 @@ class pipeline_impl {
     configured_limit_ = configured_limit(settings_);
     if constexpr (async)
       async_ = std::make_shared<async_writes<Event>>();
+    if constexpr (group)
+      listener_.self = this;
   }
 
   pipeline_impl(const pipeline_impl&) = delete;
@@ -208,36 +240,46 @@ class pipeline_impl {
   }
 
   /// Loads the stored position — from the sink, inside a transaction, under a policy that keeps
-  /// it there; from the position store otherwise — checks it against what the source retains,
-  /// and seeks there. A consumer with no stored position starts at `settings::initial_position`,
-  /// or at the earliest retained record when that is unset.
+  /// it there (claiming it on a fencing sink); from the position store otherwise — checks it
+  /// against what the source retains, and seeks there. A consumer with no stored position
+  /// starts at `settings::initial_position`, or at the earliest retained record when that is
+  /// unset. A partitioned source's partitions are each recovered so; a group-managed source's
+  /// arrive through its assignment instead, and are recovered as they are assigned.
+  /// Returns the (first) partition's start position.
   /// Throws `position_lost`, `position_beyond_end`, `invariant_violation` or `fenced`.
   position recover() {
-    std::optional<position> stored;
-    if constexpr (facts.position_in_sink) {
-      stored = load_from_sink();
-    } else {
-      stored = store_->load();
-    }
-    const position earliest = source_->earliest();
-    const position end = source_->end();
-    const position start = stored.value_or(settings_.initial_position.value_or(earliest));
-    // Reading on from `earliest` instead would silently skip everything in between.
-    if (start < earliest)
-      throw position_lost(start, earliest);
-    if (start > end)
-      throw position_beyond_end(start, end);
-    source_->seek(start);
     if constexpr (async) {
       // Whatever an earlier run of this object handed out has finished or been abandoned.
       wait_idle();
-      async_->reset(start);
+      async_->clear();
     }
-    read_ = committed_ = start;
+    position first_start{};
+    if constexpr (group) {
+      // Partitions come with the assignment, inside poll: nothing of an earlier assignment is
+      // trusted (a failed poll may have left it half done), the source re-delivers it.
+      parts_.clear();
+      source_->listen(listener_);
+    } else if constexpr (partitioned) {
+      std::vector<partition_id> owned;
+      for (const auto& k : source_->assignment())
+        owned.push_back(partition_id(k));
+      std::ranges::sort(owned);
+      parts_.clear();
+      const auto starts = claim_and_check(owned, std::nullopt);
+      for (const start_at& s : starts)
+        source_->seek(s.partition, s.at);
+      if (!starts.empty())
+        first_start = starts.front().at;
+    } else {
+      const partition_id only{0};
+      const auto starts = claim_and_check(std::span(&only, 1), std::nullopt);
+      first_start = starts.front().at;
+      source_->seek(first_start);
+    }
     if constexpr (auto_commit)
       last_auto_commit_ = Clock::now();
     recovered_ = true;
-    return start;
+    return first_start;
   }
 
   /// One Poll, then the rest of the policy's steps over each unit of work in the batch (the
@@ -257,12 +299,19 @@ class pipeline_impl {
         return 0;
       }
       auto first = std::ranges::begin(batch);
-      read_ = position::after(offset_of(first[static_cast<std::ptrdiff_t>(n - 1)]));
-      notify<events::polled>(n, read_);
+      const auto last = first + static_cast<std::ptrdiff_t>(n);
+      position batch_end;
+      if constexpr (partitioned) {
+        note_read(first, last);
+        batch_end = position::after(offset_of(first[static_cast<std::ptrdiff_t>(n - 1)]));
+      } else {
+        read_ = batch_end = position::after(offset_of(first[static_cast<std::ptrdiff_t>(n - 1)]));
+      }
+      notify<events::polled>(n, batch_end);
       tick();
       const std::size_t unit = unit_size(n);
       if (unit >= n) [[likely]] {
-        process_unit(first, first + static_cast<std::ptrdiff_t>(n), read_);
+        process_unit(first, last, batch_end);
       } else {
         for (std::size_t done = 0; done < n;) {
           const std::size_t len = std::min(unit, n - done);
@@ -287,17 +336,49 @@ class pipeline_impl {
     return total;
   }
 
-  /// Where the next poll reads.
-  [[nodiscard]] position read_position() const noexcept { return read_; }
-  /// The last position made durable (in the store, or in the sink's transaction).
-  [[nodiscard]] position committed_position() const noexcept { return committed_; }
+  /// Where the next poll of partition `k` reads (the only partition, 0, of a single-partition
+  /// source).
+  [[nodiscard]] position read_position(partition_id k = partition_id{0}) const noexcept {
+    if constexpr (partitioned) {
+      const partition_entry* e = find(k);
+      return e != nullptr ? e->read : position{};
+    } else {
+      (void)k;
+      return read_;
+    }
+  }
+  /// The last position of partition `k` made durable (in the store, or in the sink's
+  /// transaction).
+  [[nodiscard]] position committed_position(partition_id k = partition_id{0}) const noexcept {
+    if constexpr (partitioned) {
+      const partition_entry* e = find(k);
+      return e != nullptr ? e->committed : position{};
+    } else {
+      (void)k;
+      return committed_;
+    }
+  }
 
-  /// Read position, committed position, the sink's applied watermark and the source's end.
-  [[nodiscard]] commit_order::progress progress() const {
-    commit_order::progress p{read_, committed_, std::nullopt, source_->end()};
-    if constexpr (watermarked_sink<Sink>)
-      p.applied_watermark = sink_->applied_watermark();
+  /// Partition `k`'s read and committed positions, the sink's applied watermark for it and the
+  /// source's end.
+  [[nodiscard]] commit_order::progress progress(partition_id k = partition_id{0}) const {
+    commit_order::progress p{read_position(k), committed_position(k), std::nullopt, source_end(k),
+                             k};
+    if constexpr (has_watermark<partitioned, Sink>)
+      p.applied_watermark = sink_watermark<partitioned>(*sink_, k);
     return p;
+  }
+
+  /// The progress of every partition this consumer owns, in ascending partition order.
+  [[nodiscard]] std::vector<commit_order::progress> partitions() const {
+    std::vector<commit_order::progress> all;
+    if constexpr (partitioned) {
+      for (const partition_entry& e : parts_)
+        all.push_back(progress(e.id));
+    } else {
+      all.push_back(progress());
+    }
+    return all;
   }
 
   [[nodiscard]] observer_type& observer() noexcept { return observer_; }
@@ -305,31 +386,246 @@ class pipeline_impl {
   [[nodiscard]] faults_type& faults() noexcept { return faults_; }
 
  private:
-  std::optional<position> load_from_sink() {
-    sink_->begin();
-    try {
-      std::optional<position> stored;
-      if constexpr (fencing) {
-        stored = sink_->claim(settings_.owner_epoch);
-      } else {
-        stored = sink_->load_position();
-      }
-      if constexpr (watermarked_sink<Sink> && facts.write_with_position) {
-        // Rows and position commit together, so no row can be newer than the position. (An
-        // order that writes outside the transaction legitimately leaves newer rows behind a
-        // crash: it replays them, and this check does not apply.)
-        const std::optional<offset> watermark = sink_->applied_watermark();
-        if (watermark && !(stored && stored->covers(*watermark))) {
-          throw invariant_violation(stored.value_or(position{0}), *watermark);
-        }
-      }
-      sink_->commit();
-      return stored;
-    } catch (...) {
-      roll_back_after_failure();
-      throw;
+  // ---- positions: claim, load, check --------------------------------------------------------
+
+  position source_end(partition_id k) const {
+    if constexpr (partitioned) {
+      return source_->end(k);
+    } else {
+      (void)k;
+      return source_->end();
     }
   }
+  position source_earliest(partition_id k) const {
+    if constexpr (partitioned) {
+      return source_->earliest(k);
+    } else {
+      (void)k;
+      return source_->earliest();
+    }
+  }
+
+  // Loads (and, on a fencing sink, claims) the positions of `owned`, in ascending partition
+  // order and, where the position lives in the sink, in one transaction; checks each against
+  // what the source retains; records them; returns where each starts. `generation` is the
+  // group's, for a group-managed source.
+  std::vector<start_at> claim_and_check(std::span<const partition_id> owned,
+                                        std::optional<std::int32_t> generation) {
+    std::vector<start_at> starts;
+    starts.reserve(owned.size());
+    std::vector<std::optional<epoch>> owners(owned.size());
+    if constexpr (facts.position_in_sink) {
+      sink_->begin();
+      try {
+        std::optional<epoch> group_epoch;
+        if constexpr (stream_registry<Sink>) {
+          if constexpr (partitioned)
+            sink_->check_partition_count(static_cast<std::size_t>(source_->partition_count()));
+          if (generation)
+            group_epoch = epoch::of(static_cast<std::int64_t>(sink_->era()), *generation);
+        } else {
+          if (generation)
+            group_epoch = epoch::of(0, *generation);
+        }
+        for (std::size_t i = 0; i < owned.size(); ++i) {
+          const partition_id k = owned[i];
+          std::optional<position> stored;
+          if constexpr (fencing) {
+            const std::optional<epoch> wanted = group_epoch ? group_epoch : settings_.owner_epoch;
+            if (wanted) {
+              stored = sink_claim<partitioned>(*sink_, k, *wanted);
+              owners[i] = *wanted;
+            } else {
+              const claimed c = sink_claim_next<partitioned>(*sink_, k);
+              stored = c.stored;
+              owners[i] = c.owner;
+            }
+          } else {
+            stored = sink_load<partitioned>(*sink_, k);
+          }
+          const position start = checked_start(k, stored);
+          if constexpr (has_watermark<partitioned, Sink> && facts.write_with_position) {
+            // Rows and position commit together, so no row can be newer than the position. (An
+            // order that writes outside the transaction legitimately leaves newer rows behind a
+            // crash: it replays them, and this check does not apply.)
+            const std::optional<offset> watermark = sink_watermark<partitioned>(*sink_, k);
+            if (watermark && !(stored && stored->covers(*watermark)))
+              throw invariant_violation(stored.value_or(position{0}), *watermark);
+          }
+          starts.push_back(start_at{k, start});
+        }
+        sink_->commit();
+      } catch (...) {
+        roll_back_after_failure();
+        throw;
+      }
+    } else {
+      for (const partition_id k : owned) {
+        const std::optional<position> stored = store_load<partitioned>(*store_, k);
+        const position start = checked_start(k, stored);
+        if constexpr (checks_offsets) {
+          if (stored)
+            check_not_reused(*stored);
+        }
+        starts.push_back(start_at{k, start});
+      }
+    }
+    for (std::size_t i = 0; i < starts.size(); ++i)
+      take(starts[i], owners[i]);
+    return starts;
+  }
+
+  // Where partition `k` starts, given what was stored for it: never below what the source
+  // retains (records were deleted unapplied) and never past its end.
+  position checked_start(partition_id k, std::optional<position> stored) const {
+    const position earliest = source_earliest(k);
+    const position end = source_end(k);
+    const position start = stored.value_or(settings_.initial_position.value_or(earliest));
+    // Reading on from `earliest` instead would silently skip everything in between.
+    if (start < earliest)
+      throw position_lost(start, earliest);
+    if (start > end)
+      throw position_beyond_end(start, end);
+    return start;
+  }
+
+  // The record before a stored position must be the one the position was committed after.
+  void check_not_reused(position stored) {
+    const std::optional<std::uint64_t> expected = store_->load_fingerprint();
+    if (!expected || stored.value() == 0 || stored <= source_earliest(partition_id{0}))
+      return;  // nothing to compare with: no fingerprint, or the record is not retained
+    const offset before{stored.value() - 1};
+    const std::optional<std::uint64_t> found = source_->fingerprint_at(before);
+    if (found && *found != *expected)
+      throw offset_reused(partition_id{0}, before, *expected, *found);
+  }
+
+  // The partition now starts at `s` and belongs to this consumer at `owner`.
+  void take(const start_at& s, std::optional<epoch> owner) {
+    if constexpr (partitioned) {
+      partition_entry& e = entry(s.partition);
+      e.read = e.committed = s.at;
+      e.owner = owner;
+    } else {
+      read_ = committed_ = s.at;
+      if constexpr (fencing)
+        owner_ = owner;
+    }
+    if constexpr (async)
+      async_->reset(s.partition, s.at);
+  }
+
+  // ---- a group-managed source's assignment --------------------------------------------------
+
+  // Called by the source inside poll: no unit is open then (a batch is processed whole before
+  // the next poll), so an orderly revoke only has to make durable what was read and written.
+  struct listener final : assignment_listener {
+    pipeline_impl* self = nullptr;
+    std::vector<start_at> assigned(std::span<const partition_id> partitions,
+                                   std::int32_t generation) override {
+      return self->on_assigned(partitions, generation);
+    }
+    void revoked(std::span<const partition_id> partitions) override {
+      self->on_revoked(partitions);
+    }
+    void lost(std::span<const partition_id> partitions) override { self->on_lost(partitions); }
+  };
+
+  std::vector<start_at> on_assigned(std::span<const partition_id> partitions,
+                                    std::int32_t generation) {
+    std::vector<partition_id> sorted(partitions.begin(), partitions.end());
+    std::ranges::sort(sorted);
+    if constexpr (auto_commit)
+      last_auto_commit_ = Clock::now();
+    return claim_and_check(sorted, generation);
+  }
+
+  void on_revoked(std::span<const partition_id> partitions) {
+    if constexpr (async) {
+      // Writes of these partitions still in flight finish first; what completed is committed.
+      wait_idle();
+      settle_failures();
+    }
+    for (const partition_id k : partitions) {
+      partition_entry* e = find(k);
+      if (e == nullptr)
+        continue;
+      if constexpr (tracked_commit) {
+        commit_completed(*e);
+      } else if constexpr (facts.uses_position_store) {
+        // Everything read of it has been handled: AutoCommit's timer may lag behind the read
+        // position, and an orderly hand-over makes it durable (as Kafka's commit on revoke).
+        if constexpr (auto_commit) {
+          if (e->committed < e->read) {
+            store_commit<partitioned>(*store_, k, e->read);
+            e->committed = e->read;
+          }
+        }
+      }
+      forget(k);
+    }
+  }
+
+  void on_lost(std::span<const partition_id> partitions) {
+    // Another member may own them already: nothing is stored, the state is dropped.
+    if constexpr (async)
+      wait_idle();
+    for (const partition_id k : partitions)
+      forget(k);
+  }
+
+  void forget(partition_id k) {
+    std::erase_if(parts_, [k](const partition_entry& e) { return e.id == k; });
+    if constexpr (async)
+      async_->forget(k);
+  }
+
+  // ---- per-partition bookkeeping ------------------------------------------------------------
+
+  const partition_entry* find(partition_id k) const noexcept {
+    for (const partition_entry& e : parts_)
+      if (e.id == k)
+        return &e;
+    return nullptr;
+  }
+  partition_entry* find(partition_id k) noexcept {
+    for (partition_entry& e : parts_)
+      if (e.id == k)
+        return &e;
+    return nullptr;
+  }
+  partition_entry& entry(partition_id k) {
+    if (partition_entry* e = find(k))
+      return *e;
+    const auto at = std::ranges::lower_bound(parts_, k, {}, &partition_entry::id);
+    return *parts_.insert(at, partition_entry{k, {}, {}, {}});
+  }
+
+  template <class It>
+  void note_read(It first, It last) {
+    for (It it = first; it != last; ++it)
+      entry(partition_of(*it)).read = position::after(offset_of(*it));
+  }
+
+  // The position each partition a unit touched moves to, in ascending partition order: the
+  // position step stores them in that order (the same lock order in every consumer).
+  template <class It>
+  void mark_unit(It first, It last) {
+    unit_ends_.clear();
+    for (It it = first; it != last; ++it) {
+      const partition_id k = partition_of(*it);
+      const position next = position::after(offset_of(*it));
+      auto found = std::ranges::find(unit_ends_, k, &start_at::partition);
+      if (found == unit_ends_.end()) {
+        unit_ends_.push_back(start_at{k, next});
+      } else {
+        found->at = next;
+      }
+    }
+    std::ranges::sort(unit_ends_, {}, &start_at::partition);
+  }
+
+  // ---- units of work ------------------------------------------------------------------------
 
   // The largest unit the static limit and the settings allow, computed once (no limit: max).
   static std::size_t configured_limit(const settings& s) noexcept {
@@ -357,6 +653,8 @@ class pipeline_impl {
 
   template <class It>
   COMMIT_ORDER_INLINE void process_unit(It first, It last, position unit_end) {
+    if constexpr (partitioned)
+      mark_unit(first, last);
     // Only fault points need to number units; otherwise the counter does not exist.
     std::size_t unit_index = 0;
     if constexpr (faults_enabled)
@@ -364,8 +662,8 @@ class pipeline_impl {
     // Each failed record gets its own retries, however many re-runs of the unit it takes.
     // Only a transactional unit that retries needs the count; elsewhere it does not exist.
     static constexpr bool unit_retries = traits::unit_retries;
-    [[maybe_unused]] std::conditional_t<unit_retries, std::vector<std::pair<offset, std::size_t>>,
-                                        nothing>
+    [[maybe_unused]] std::conditional_t<unit_retries,
+                                        std::vector<std::pair<record_ref, std::size_t>>, nothing>
         retries_used{};
     if constexpr (traits::unit_dead_letters)
       skipped_.clear();
@@ -378,7 +676,7 @@ class pipeline_impl {
         // not the record's fault and propagates as it is (after the rollback in run_unit).
         if (!failed_)
           throw;
-        const offset bad = *failed_;
+        const record_ref bad = *failed_;
         failed_.reset();  // set again by the next record that fails
         if constexpr (unit_retries) {
           auto used = std::find_if(retries_used.begin(), retries_used.end(),
@@ -386,38 +684,70 @@ class pipeline_impl {
           if (used == retries_used.end())
             used = retries_used.insert(retries_used.end(), {bad, 0});
           if (used->second < Handling::retries) {
-            notify_retry(bad, ++used->second);
+            notify_retry(bad.at, ++used->second);
             continue;
           }
         }
         if constexpr (tx_unit) {
           if constexpr (Handling::dead_letters) {
             for (It it = first; it != last; ++it) {
-              if (offset_of(*it) == bad)
+              if (ref_of(*it) == bad)
                 put_dead_letter(bad, event_of(*it), e.what());
             }
             skipped_.push_back(bad);
             continue;  // re-run the unit without the dead-lettered record
           }
         }
-        give_up(bad, e);
+        give_up(first, last, bad, e);
       }
     }
   }
 
+  template <class R>
+  static record_ref ref_of(const R& r) noexcept {
+    return record_ref{partition_of(r), offset_of(r)};
+  }
+
   // Called inside the handler of the record's exception, which it nests into record_failed.
-  [[noreturn]] void give_up(offset bad, const std::exception& e) {
+  template <class It>
+  [[noreturn]] void give_up(It first, It last, record_ref bad, const std::exception& e) {
     if constexpr (prefix_commit) {
       // The records before `bad` are durable: cover them, so a restart resumes at `bad`. Never
       // past it: the partial batch must not be committed over the gap.
-      const position prefix = position::at(bad);
-      if (committed_ < prefix) {
-        store_->commit(prefix);
-        committed_ = prefix;
+      if constexpr (partitioned) {
+        It prefix_end = first;
+        while (prefix_end != last && !(ref_of(*prefix_end) == bad))
+          ++prefix_end;
+        mark_unit(first, prefix_end);
+        // The failed record's own partition stops at it, even if no record of it came before.
+        if (std::ranges::find(unit_ends_, bad.partition, &start_at::partition) ==
+            unit_ends_.end()) {
+          unit_ends_.push_back(start_at{bad.partition, position::at(bad.at)});
+          std::ranges::sort(unit_ends_, {}, &start_at::partition);
+        }
+        for (const start_at& s : unit_ends_) {
+          partition_entry& p = entry(s.partition);
+          if (p.committed < s.at) {
+            store_commit<partitioned>(*store_, s.partition, s.at);
+            p.committed = s.at;
+          }
+        }
+      } else {
+        (void)first;
+        (void)last;
+        const position prefix = position::at(bad.at);
+        if (committed_ < prefix) {
+          store_commit<partitioned>(*store_, bad.partition, prefix);
+          committed_ = prefix;
+        }
       }
+    } else {
+      (void)first;
+      (void)last;
     }
-    notify<events::record_failed>(bad);
-    std::throw_with_nested(record_failed(bad, committed_, e.what()));
+    notify<events::record_failed>(bad.at);
+    std::throw_with_nested(
+        record_failed(bad.at, committed_position(bad.partition), e.what(), bad.partition));
   }
 
   template <class It, std::size_t... I>
@@ -445,7 +775,7 @@ class pipeline_impl {
   COMMIT_ORDER_INLINE void run_step(It first, It last, position unit_end, std::size_t unit_index) {
     if constexpr (Step == step_kind::write && async) {
       for (It it = first; it != last; ++it)
-        hand_out(offset_of(*it), event_of(*it));
+        hand_out(partition_of(*it), offset_of(*it), event_of(*it));
     } else if constexpr (Step == step_kind::write) {
       if constexpr (implicit_tx) {
         sink_->begin();
@@ -459,25 +789,50 @@ class pipeline_impl {
     } else if constexpr (Step == step_kind::commit_position && tracked_commit) {
       // Out-of-order completion: cover what has completed, never what is still running.
       settle_failures();
-      commit_completed();
+      commit_all_completed();
     } else if constexpr (Step == step_kind::commit_position) {
-      store_->commit(unit_end);
-      committed_ = unit_end;
+      if constexpr (partitioned) {
+        for (const start_at& s : unit_ends_) {
+          store_commit<partitioned>(*store_, s.partition, s.at);
+          entry(s.partition).committed = s.at;
+        }
+      } else if constexpr (checks_offsets) {
+        store_->commit(unit_end, source_->fingerprint(*(last - 1)));
+        committed_ = unit_end;
+      } else {
+        store_commit<partitioned>(*store_, partition_id{0}, unit_end);
+        committed_ = unit_end;
+      }
       notify_unit_committed(unit_end);
     } else if constexpr (Step == step_kind::begin) {
       sink_->begin();
       tx_open_ = true;
     } else if constexpr (Step == step_kind::store_position) {
-      if constexpr (fencing) {
-        sink_->store_position(unit_end, settings_.owner_epoch);
+      if constexpr (partitioned) {
+        for (const start_at& s : unit_ends_) {
+          if constexpr (fencing) {
+            // The epoch this consumer claimed the partition at: a cooperative rebalance keeps
+            // it on a partition retained across generations.
+            sink_store<partitioned>(*sink_, s.partition, s.at, owner_of(s.partition));
+          } else {
+            sink_store<partitioned>(*sink_, s.partition, s.at);
+          }
+        }
+      } else if constexpr (fencing) {
+        sink_store<partitioned>(*sink_, partition_id{0}, unit_end, *owner_);
       } else {
-        sink_->store_position(unit_end);
+        sink_store<partitioned>(*sink_, partition_id{0}, unit_end);
       }
     } else if constexpr (Step == step_kind::commit) {
       sink_->commit();
       tx_open_ = false;
       if constexpr (facts.position_in_sink) {
-        committed_ = unit_end;
+        if constexpr (partitioned) {
+          for (const start_at& s : unit_ends_)
+            entry(s.partition).committed = s.at;
+        } else {
+          committed_ = unit_end;
+        }
         notify_unit_committed(unit_end);
       }
     }
@@ -486,22 +841,11 @@ class pipeline_impl {
     fault(fault_point::kind::after_step, Step, Index, 0, unit_end, unit_index);
   }
 
-  // Called inside the handler of the unit's failure. A rollback that fails is the sink's
-  // failure, never the record's: the record is not blamed (failed_ cleared), and the original
-  // failure travels nested inside `rollback_failed`.
-  void roll_back_after_failure() {
-    const std::exception_ptr original = std::current_exception();
-    try {
-      sink_->rollback();
-    } catch (...) {
-      failed_.reset();
-      const std::string why = describe(std::current_exception());
-      try {
-        std::rethrow_exception(original);
-      } catch (...) {
-        std::throw_with_nested(rollback_failed(why));
-      }
-    }
+  epoch owner_of(partition_id k) const {
+    const partition_entry* e = find(k);
+    // A partition this consumer no longer owns (lost in the middle of a unit) has no epoch: the
+    // sink refuses epoch -1 like any stale one, and the unit rolls back.
+    return e != nullptr && e->owner ? *e->owner : epoch{-1};
   }
 
   // The rows of one unit, on the pipeline's thread.
@@ -511,7 +855,7 @@ class pipeline_impl {
     if constexpr (per_record_handling) {
       std::size_t row = 0;
       for (It it = first; it != last; ++it) {
-        write_handled(offset_of(*it), event_of(*it));
+        write_handled(ref_of(*it), event_of(*it));
         if constexpr (auto_commit)
           tick();
         fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
@@ -527,10 +871,10 @@ class pipeline_impl {
         std::size_t row = 0;
         for (; it != last; ++it) {
           if constexpr (traits::unit_dead_letters) {
-            if (is_skipped(offset_of(*it)))
+            if (is_skipped(ref_of(*it)))
               continue;
           }
-          apply_one(sink, offset_of(*it), event_of(*it));
+          apply_one(sink, partition_of(*it), offset_of(*it), event_of(*it));
           if constexpr (row_timer) {
             // A real auto-commit timer fires whenever it likes, mid-write included; a
             // failing timer commit is not the record's failure, so it leaves this handler.
@@ -550,12 +894,30 @@ class pipeline_impl {
       } catch (const infrastructure_error&) {
         throw;  // the world's failure, not the record's: no handling blames the record
       } catch (const std::exception&) {
-        failed_ = offset_of(*it);
+        failed_ = ref_of(*it);
         throw;
       }
       if constexpr (row_timer) {
         if (timer_exception_)
           std::rethrow_exception(std::exchange(timer_exception_, nullptr));
+      }
+    }
+  }
+
+  // Called inside the handler of the unit's failure. A rollback that fails is the sink's
+  // failure, never the record's: the record is not blamed (failed_ cleared), and the original
+  // failure travels nested inside `rollback_failed`.
+  void roll_back_after_failure() {
+    const std::exception_ptr original = std::current_exception();
+    try {
+      sink_->rollback();
+    } catch (...) {
+      failed_.reset();
+      const std::string why = describe(std::current_exception());
+      try {
+        std::rethrow_exception(original);
+      } catch (...) {
+        std::throw_with_nested(rollback_failed(why));
       }
     }
   }
@@ -579,17 +941,17 @@ class pipeline_impl {
   void wait_idle() { wait_below(1); }
 
   template <class E>
-  void hand_out(offset o, const E& event) {
+  void hand_out(partition_id k, offset o, const E& event) {
     wait_below(settings_.max_in_flight);  // back-pressure: the poll waits for the workers
     // The ticket registers the record; if the task never runs (the executor drops it, or
     // cannot take it), the ticket's destructor reports the record as failed.
-    auto ticket = std::make_shared<async_ticket<Event>>(async_, o, Event(event));
+    auto ticket = std::make_shared<async_ticket<Event>>(async_, k, o, Event(event));
     executor_->execute([ticket, sink = sink_] {
       ticket->ran = true;
       std::exception_ptr error;
       for (std::size_t attempt = 0;; ++attempt) {
         try {
-          sink->apply(ticket->at, Transform{}(ticket->event));
+          sink_apply<partitioned>(*sink, ticket->partition, ticket->at, Transform{}(ticket->event));
           error = nullptr;
           break;
         } catch (const infrastructure_error&) {
@@ -603,19 +965,33 @@ class pipeline_impl {
       }
       // Reported outside the retry loop: bookkeeping never causes a second write.
       if (error) {
-        ticket->state->failed(ticket->at, ticket->event, std::move(error));
+        ticket->state->failed(ticket->partition, ticket->at, ticket->event, std::move(error));
       } else {
-        ticket->state->completed(ticket->at);
+        ticket->state->completed(ticket->partition, ticket->at);
       }
     });
   }
 
-  void commit_completed() {
-    const position done = async_->committable();
-    if (committed_ < done) {
-      store_->commit(done);
-      committed_ = done;
-      notify_unit_committed(done);
+  void commit_completed(partition_entry& e) {
+    const std::optional<position> done = async_->committable(e.id);
+    if (done && e.committed < *done) {
+      store_commit<partitioned>(*store_, e.id, *done);
+      e.committed = *done;
+      notify_unit_committed(*done);
+    }
+  }
+
+  void commit_all_completed() {
+    if constexpr (partitioned) {
+      for (partition_entry& e : parts_)
+        commit_completed(e);
+    } else {
+      const std::optional<position> done = async_->committable(partition_id{0});
+      if (done && committed_ < *done) {
+        store_commit<partitioned>(*store_, partition_id{0}, *done);
+        committed_ = *done;
+        notify_unit_committed(*done);
+      }
     }
   }
 
@@ -625,35 +1001,38 @@ class pipeline_impl {
     auto failures = async_->take_failures();
     if (failures.empty())
       return;
-    std::sort(failures.begin(), failures.end(),
-              [](const auto& a, const auto& b) { return a.at < b.at; });
+    std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) {
+      return std::pair(a.partition, a.at) < std::pair(b.partition, b.at);
+    });
     // A failure of the sink itself is nobody's record: it is not dead-lettered, and the position
     // stays below it. Everything in flight finishes first, then it propagates as it is.
     for (const auto& f : failures) {
       if (is_infrastructure(f.error)) {
         wait_idle();
         if constexpr (tracked_commit)
-          commit_completed();
+          commit_all_completed();
         std::rethrow_exception(f.error);
       }
     }
     if constexpr (Handling::dead_letters) {
       for (auto& f : failures) {
-        put_dead_letter(f.at, f.event, describe(f.error).c_str());
-        async_->settled(f.at);
+        put_dead_letter(record_ref{f.partition, f.at}, f.event, describe(f.error).c_str());
+        async_->settled(f.partition, f.at);
       }
     } else {
       wait_idle();
       if constexpr (tracked_commit)
-        commit_completed();
+        commit_all_completed();
       const auto& first = failures.front();
       notify<events::record_failed>(first.at);
+      const position committed = committed_position(first.partition);
       try {
         std::rethrow_exception(first.error);
       } catch (const std::exception& e) {
-        std::throw_with_nested(record_failed(first.at, committed_, e.what()));
+        std::throw_with_nested(record_failed(first.at, committed, e.what(), first.partition));
       } catch (...) {
-        std::throw_with_nested(record_failed(first.at, committed_, "a non-standard exception"));
+        std::throw_with_nested(
+            record_failed(first.at, committed, "a non-standard exception", first.partition));
       }
     }
   }
@@ -663,7 +1042,7 @@ class pipeline_impl {
     wait_idle();
     settle_failures();
     if constexpr (tracked_commit)
-      commit_completed();
+      commit_all_completed();
   }
 
   static bool is_infrastructure(const std::exception_ptr& e) {
@@ -697,10 +1076,17 @@ class pipeline_impl {
         throw std::invalid_argument("commit_order: settings.max_in_flight must be at least 1");
     }
     if constexpr (!fencing) {
-      if (s.owner_epoch != epoch{0}) {
+      if (s.owner_epoch) {
         throw std::invalid_argument(
             "commit_order: settings.owner_epoch is set but this pipeline cannot fence: the sink "
             "must model fencing_sink and the policy keep its position in the sink");
+      }
+    }
+    if constexpr (group) {
+      if (s.owner_epoch) {
+        throw std::invalid_argument(
+            "commit_order: settings.owner_epoch is set but a group-managed source's epochs come "
+            "from its group generation (and the stream's era): leave it unset");
       }
     }
   }
@@ -733,22 +1119,22 @@ class pipeline_impl {
 
   // Non-transactional retry and dead-lettering act on the one record, in place.
 
-  template <class Event>
-  COMMIT_ORDER_INLINE void write_handled(offset o, const Event& event) {
+  template <class E>
+  COMMIT_ORDER_INLINE void write_handled(record_ref r, const E& event) {
     for (std::size_t attempt = 0;; ++attempt) {
       try {
-        apply_one(*sink_, o, event);
+        apply_one(*sink_, r.partition, r.at, event);
         return;
       } catch (const infrastructure_error&) {
         throw;  // never retried or dead-lettered as the record's: the unit is redone on recovery
       } catch (const std::exception& e) {
         if (attempt < Handling::retries) {
-          notify_retry(o, attempt + 1);
+          notify_retry(r.at, attempt + 1);
           continue;
         }
-        failed_ = o;
+        failed_ = r;
         if constexpr (Handling::dead_letters) {
-          put_dead_letter(o, event, e.what());
+          put_dead_letter(r, event, e.what());
           failed_.reset();
           return;
         }
@@ -757,31 +1143,32 @@ class pipeline_impl {
     }
   }
 
-  template <class Event>
-  COMMIT_ORDER_INLINE void apply_one(Sink& sink, offset o, const Event& event) {
+  template <class E>
+  COMMIT_ORDER_INLINE void apply_one(Sink& sink, partition_id k, offset o, const E& event) {
     decltype(auto) row = transform_(event);
-    if constexpr (std::is_same_v<decltype(sink.apply(o, row)), write_outcome> &&
+    if constexpr (std::is_same_v<decltype(sink_apply<partitioned>(sink, k, o, row)),
+                                 write_outcome> &&
                   observes<observer_type, events::replay_absorbed, offset>) {
-      if (sink.apply(o, row) == write_outcome::absorbed) {
+      if (sink_apply<partitioned>(sink, k, o, row) == write_outcome::absorbed) {
         notify<events::replay_absorbed>(o);
         return;
       }
     } else {
-      sink.apply(o, row);
+      sink_apply<partitioned>(sink, k, o, row);
     }
     notify<events::row_written>(o);
   }
 
-  template <class Event>
-  void put_dead_letter(offset o, const Event& event, const char* reason) {
+  template <class E>
+  void put_dead_letter(record_ref r, const E& event, const char* reason) {
     if constexpr (has_dead_letters) {
-      dead_letters_->put(o, event, reason);
-      notify<events::dead_lettered>(o);
+      dead_letters_->put(r.at, event, reason);
+      notify<events::dead_lettered>(r.at);
     }
   }
 
-  bool is_skipped(offset o) const noexcept {
-    return !skipped_.empty() && std::find(skipped_.begin(), skipped_.end(), o) != skipped_.end();
+  bool is_skipped(record_ref r) const noexcept {
+    return !skipped_.empty() && std::find(skipped_.begin(), skipped_.end(), r) != skipped_.end();
   }
 
   // AutoCommit: whenever the interval has passed, commit the last *polled* position, whether or
@@ -790,10 +1177,20 @@ class pipeline_impl {
     if constexpr (auto_commit) {
       const time_point now = Clock::now();
       if (now - last_auto_commit_ >= settings_.auto_commit_interval) {
-        store_->commit(read_);
-        committed_ = read_;
+        if constexpr (partitioned) {
+          for (partition_entry& e : parts_) {
+            if (e.committed < e.read) {
+              store_commit<partitioned>(*store_, e.id, e.read);
+              e.committed = e.read;
+              notify<events::auto_committed>(e.read);
+            }
+          }
+        } else {
+          store_commit<partitioned>(*store_, partition_id{0}, read_);
+          committed_ = read_;
+          notify<events::auto_committed>(read_);
+        }
         last_auto_commit_ = now;
-        notify<events::auto_committed>(read_);
       }
     }
   }
@@ -818,8 +1215,8 @@ class pipeline_impl {
   COMMIT_ORDER_INLINE void notify_unit_committed(position p) { notify<events::unit_committed>(p); }
   void notify_retry(offset o, std::size_t attempt) { notify<events::retried>(o, attempt); }
 
-  Source* source_;
-  Sink* sink_;
+  Source* source_ = nullptr;
+  Sink* sink_ = nullptr;
   [[no_unique_address]] std::conditional_t<has_store, Store*, nothing> store_{};
   [[no_unique_address]] std::conditional_t<has_dead_letters, DeadLetters*, nothing> dead_letters_{};
   [[no_unique_address]] std::conditional_t<async, Executor*, nothing> executor_{};
@@ -831,13 +1228,24 @@ class pipeline_impl {
   [[no_unique_address]] observer_type observer_{};
   [[no_unique_address]] faults_type faults_{};
   [[no_unique_address]] std::conditional_t<auto_commit, time_point, nothing> last_auto_commit_{};
-  [[no_unique_address]] std::conditional_t<auto_commit, std::exception_ptr, nothing>
+  [[no_unique_address]] std::conditional_t<row_timer, std::exception_ptr, nothing>
       timer_exception_{};
-  [[no_unique_address]] std::conditional_t<traits::unit_dead_letters, std::vector<offset>, nothing>
+  [[no_unique_address]] std::conditional_t<traits::unit_dead_letters, std::vector<record_ref>,
+                                           nothing>
       skipped_{};
+  // A single-partition source: its one partition's positions and claimed epoch.
   position read_{};
   position committed_{};
-  std::optional<offset> failed_{};
+  [[no_unique_address]] std::conditional_t<fencing && !partitioned, std::optional<epoch>, nothing>
+      owner_{};
+  // A partitioned source: the partitions it owns now, and the positions the unit being
+  // processed moves them to.
+  [[no_unique_address]] std::conditional_t<partitioned, std::vector<partition_entry>, nothing>
+      parts_{};
+  [[no_unique_address]] std::conditional_t<partitioned, std::vector<start_at>, nothing>
+      unit_ends_{};
+  [[no_unique_address]] std::conditional_t<group, listener, nothing> listener_{};
+  std::optional<record_ref> failed_{};
   [[no_unique_address]] std::conditional_t<faults_enabled, std::size_t, nothing> units_started_{};
   bool recovered_ = false;
   bool tx_open_ = false;

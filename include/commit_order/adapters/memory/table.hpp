@@ -2,13 +2,19 @@
 //
 // Part of the testing kit. Its behaviour follows the capabilities it is given, so one type
 // models every sink the rules talk about:
-//   Idempotent     rows are upserted by the event-derived key (otherwise: plain append);
-//   OffsetGuarded  an upsert wins only if its source offset is newer than the row's;
-//   Transactional  begin/commit/rollback, with the position stored in the same transaction;
+//   Idempotent          rows are upserted by the event-derived key (otherwise: plain append);
+//   OffsetGuarded       an upsert wins only if its source offset is newer than the row's;
+//   PartitionScoped     rows carry their partition; the offset guard compares offsets of one
+//                       partition only, and a key arriving from another partition than its
+//                       row's is `key_moved_partition` — one table shared by many partitions;
+//   VersionGuarded<&E::v> an upsert wins only if the event's per-key version is newer;
+//   Transactional       begin/commit/rollback, with the positions stored in the same
+//                       transaction, one per partition, each with its owner epoch;
 //   a durability tag and MaxTransactionRows<N> are declared, not simulated;
-//   the position row carries an owner epoch, so two pipelines on one table fence each other;
 //   a run-time transaction limit (set_max_transaction_rows) stands for a server setting.
-// Like a real table it outlives the pipeline, which is what crash tests rely on.
+// The single-partition calls (`apply(o, row)`, `load_position()`, `claim(e)`, ...) are the
+// per-partition ones for partition 0. Like a real table it outlives the pipeline, which is
+// what crash tests rely on.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -29,21 +36,56 @@
 
 namespace commit_order::memory {
 
-/// A row as the table keeps it: the value and the source offset it came from.
+/// A row as the table keeps it: the value, and the partition and source offset it came from.
 template <class Row>
 struct stored_row final {
   Row row;
   offset source_offset;
+  partition_id source_partition{};
 };
+
+namespace detail {
+template <class Caps>
+struct version_member {
+  static constexpr bool guarded = false;
+};
+template <class... Tags>
+struct version_member<capabilities<Tags...>> {
+  template <class T>
+  struct of {
+    static constexpr bool found = false;
+  };
+  template <auto M>
+  struct of<VersionGuarded<M>> {
+    static constexpr bool found = true;
+    static constexpr auto member = M;
+  };
+  static constexpr bool guarded = (of<Tags>::found || ...);
+  template <class Row>
+  static constexpr bool newer(const Row& incoming, const Row& stored) {
+    bool result = false;
+    (check<Tags>(incoming, stored, result), ...);
+    return result;
+  }
+  template <class Tag, class Row>
+  static constexpr void check(const Row& incoming, const Row& stored, bool& result) {
+    if constexpr (of<Tag>::found)
+      result = stored.*(of<Tag>::member) < incoming.*(of<Tag>::member);
+  }
+};
+}  // namespace detail
 
 template <class Row, class Key = no_key, class Caps = capabilities<Volatile>>
 class table final {
   static constexpr bool keyed = contains_capability_v<Caps, Idempotent>;
-  static constexpr bool guarded = contains_capability_v<Caps, OffsetGuarded>;
+  static constexpr bool offset_guarded = contains_capability_v<Caps, OffsetGuarded>;
+  static constexpr bool version_guarded = detail::version_member<Caps>::guarded;
+  static constexpr bool scoped = contains_capability_v<Caps, PartitionScoped>;
   static constexpr bool transactional = contains_capability_v<Caps, Transactional>;
   static_assert(!keyed || !std::is_same_v<Key, no_key>,
                 "memory::table: an Idempotent table needs a key, e.g. key<&Row::id>");
-  static_assert(!guarded || keyed, "memory::table: OffsetGuarded is a condition on a keyed upsert");
+  static_assert(!(offset_guarded || version_guarded) || keyed,
+                "memory::table: OffsetGuarded and VersionGuarded are conditions on a keyed upsert");
 
  public:
   using row_type = Row;
@@ -57,30 +99,49 @@ class table final {
                                   std::invoke_result<const Key&, const Row&>,
                                   std::type_identity<int>>::type;
 
-  /// Applies one row. Durable on return, or at commit() when a transaction is open.
+  /// Applies one row of partition 0. Durable on return, or at commit() in a transaction.
   write_outcome apply(offset source_offset, const Row& row) {
+    return apply(partition_id{0}, source_offset, row);
+  }
+
+  /// Applies one row of partition `k`.
+  write_outcome apply(partition_id k, offset source_offset, const Row& row) {
     if constexpr (keyed) {
-      auto k = Key{}(row);
-      auto it = keyed_.find(k);
-      if constexpr (guarded) {
-        if (it != keyed_.end() && !(it->second.source_offset < source_offset)) {
-          return write_outcome::absorbed;
+      auto key = Key{}(row);
+      auto it = keyed_.find(key);
+      if (it != keyed_.end()) {
+        const stored_row<Row>& now = it->second;
+        if constexpr (version_guarded) {
+          if (!detail::version_member<Caps>::newer(row, now.row))
+            return write_outcome::absorbed;
+        } else if constexpr (offset_guarded) {
+          // Offsets of two partitions say nothing about which record is newer.
+          if constexpr (scoped) {
+            if (now.source_partition != k)
+              throw key_moved_partition(key_text(key), now.source_partition, now.source_offset, k,
+                                        source_offset);
+          }
+          if (!(now.source_offset < source_offset))
+            return write_outcome::absorbed;
         }
       }
       if (in_tx_) {
         undo_.push_back(
-            undo_entry{k, it == keyed_.end() ? std::nullopt : std::optional{it->second}});
+            undo_entry{key, it == keyed_.end() ? std::nullopt : std::optional{it->second}});
       }
       if (it == keyed_.end()) {
-        keyed_.emplace(std::move(k), stored_row<Row>{row, source_offset});
+        keyed_.emplace(std::move(key), stored_row<Row>{row, source_offset, k});
       } else {
-        it->second = stored_row<Row>{row, source_offset};
+        it->second = stored_row<Row>{row, source_offset, k};
       }
     } else {
-      appended_.push_back(stored_row<Row>{row, source_offset});
+      appended_.push_back(stored_row<Row>{row, source_offset, k});
     }
-    if (!watermark_ || *watermark_ < source_offset)
-      watermark_ = source_offset;
+    if (in_tx_ && !watermarks_at_begin_)
+      watermarks_at_begin_ = watermarks_;
+    auto& w = watermarks_[k];
+    if (!w || *w < source_offset)
+      w = source_offset;
     return write_outcome::applied;
   }
 
@@ -92,46 +153,27 @@ class table final {
     in_tx_ = true;
     undo_.clear();
     appended_at_begin_ = appended_.size();
-    watermark_at_begin_ = watermark_;
-    staged_position_.reset();
-    staged_owner_.reset();
-  }
-
-  void store_position(position p) requires transactional {
-    if (!in_tx_)
-      throw std::logic_error("memory::table: store_position() outside a transaction");
-    staged_position_ = p;
-  }
-
-  /// Fencing: raises the owner epoch to `e` (on commit) and returns the stored position, or
-  /// throws `fenced` when a newer owner has claimed the position.
-  std::optional<position> claim(epoch e) requires transactional {
-    if (!in_tx_)
-      throw std::logic_error("memory::table: claim() outside a transaction");
-    if (e < owner_)
-      throw fenced(e, owner_);
-    staged_owner_ = e;
-    return position_;
-  }
-
-  /// Stages `p` only while `e` still owns the position.
-  void store_position(position p, epoch e) requires transactional {
-    const epoch current = staged_owner_.value_or(owner_);
-    if (e != current)
-      throw fenced(e, current);
-    store_position(p);
+    watermarks_at_begin_.reset();
+    staged_.clear();
+    staged_partition_count_.reset();
   }
 
   void commit() requires transactional {
     if (!in_tx_)
       throw std::logic_error("memory::table: commit() without begin()");
-    if (staged_position_)
-      position_ = staged_position_;
-    if (staged_owner_)
-      owner_ = *staged_owner_;
-    staged_owner_.reset();
+    for (const auto& [k, s] : staged_) {
+      slot& target = positions_[k];
+      if (s.stored)
+        target.stored = s.stored;
+      if (s.owner)
+        target.owner = *s.owner;
+    }
+    if (staged_partition_count_)
+      partition_count_ = staged_partition_count_;
+    staged_.clear();
     in_tx_ = false;
     undo_.clear();
+    watermarks_at_begin_.reset();
     ++commits_;
   }
 
@@ -148,19 +190,92 @@ class table final {
       }
     }
     appended_.resize(appended_at_begin_);
-    watermark_ = watermark_at_begin_;
+    if (watermarks_at_begin_)
+      watermarks_ = std::move(*watermarks_at_begin_);
+    watermarks_at_begin_.reset();
     in_tx_ = false;
     undo_.clear();
-    staged_position_.reset();
-    staged_owner_.reset();
+    staged_.clear();
+    staged_partition_count_.reset();
   }
 
+  // ---- positions, per partition, inside the transaction ------------------------------------
+
+  void store_position(partition_id k, position p) requires transactional {
+    require_transaction("store_position()");
+    staged_[k].stored = p;
+  }
+
+  [[nodiscard]] std::optional<position> load_position(partition_id k) const requires transactional {
+    const auto it = positions_.find(k);
+    return it == positions_.end() ? std::nullopt : it->second.stored;
+  }
+
+  /// Fencing: raises partition `k`'s owner epoch to `e` (on commit) and returns its stored
+  /// position, or throws `fenced` when a newer owner has claimed it.
+  std::optional<position> claim(partition_id k, epoch e) requires transactional {
+    require_transaction("claim()");
+    const epoch now = current_owner(k);
+    if (e < now)
+      throw fenced(e, now, k);
+    staged_[k].owner = e;
+    return load_position(k);
+  }
+
+  /// Fencing without an epoch of one's own: raises partition `k`'s owner epoch by one.
+  claimed claim_next(partition_id k) requires transactional {
+    require_transaction("claim_next()");
+    const epoch e = current_owner(k).next();
+    staged_[k].owner = e;
+    return claimed{e, load_position(k)};
+  }
+
+  /// Stages `p` only while `e` still owns partition `k`.
+  void store_position(partition_id k, position p, epoch e) requires transactional {
+    const epoch now = current_owner(k);
+    if (e != now)
+      throw fenced(e, now, k);
+    store_position(k, p);
+  }
+
+  // The same for a single-partition stream: partition 0.
+  void store_position(position p) requires transactional { store_position(partition_id{0}, p); }
   [[nodiscard]] std::optional<position> load_position() const requires transactional {
-    return position_;
+    return load_position(partition_id{0});
+  }
+  std::optional<position> claim(epoch e) requires transactional {
+    return claim(partition_id{0}, e);
+  }
+  claimed claim_next() requires transactional { return claim_next(partition_id{0}); }
+  void store_position(position p, epoch e) requires transactional {
+    store_position(partition_id{0}, p, e);
   }
 
-  /// The epoch that currently owns the position row.
-  [[nodiscard]] epoch owner() const noexcept { return owner_; }
+  /// The epoch that owns partition `k`'s position row now (committed).
+  [[nodiscard]] epoch owner(partition_id k = partition_id{0}) const noexcept {
+    const auto it = positions_.find(k);
+    return it == positions_.end() ? epoch{0} : it->second.owner;
+  }
+
+  // ---- what the owners of a stream share ---------------------------------------------------
+
+  /// The stream's era (see epoch::of): raised only by `bump_era`, an operator's explicit act
+  /// when a consumer group was deleted and recreated and its generations restarted.
+  [[nodiscard]] std::int64_t era() const noexcept { return era_; }
+  void bump_era() noexcept { ++era_; }
+
+  /// Records the stream's partition count at the first claim; a different count later is
+  /// `partition_count_changed` (keys may have moved between partitions).
+  void check_partition_count(std::size_t n) requires transactional {
+    require_transaction("check_partition_count()");
+    if (partition_count_ && *partition_count_ != n)
+      throw partition_count_changed(*partition_count_, n);
+    if (!partition_count_)
+      staged_partition_count_ = n;
+  }
+  /// The operator's acknowledgement of a repartitioned stream (after draining the old
+  /// partitions): the next claim records the count it sees.
+  void accept_partition_count() noexcept { partition_count_.reset(); }
 
   /// A run-time transaction limit, as a server setting would impose (0: none).
   [[nodiscard]] std::size_t max_transaction_rows() const noexcept { return runtime_max_rows_; }
@@ -195,8 +310,20 @@ class table final {
     }
   }
 
-  /// The sink's applied watermark: the highest source offset present in the table.
-  [[nodiscard]] std::optional<offset> applied_watermark() const noexcept { return watermark_; }
+  /// The applied watermark: the highest source offset present in the table (of any
+  /// partition: meaningful for a table fed by one partition).
+  [[nodiscard]] std::optional<offset> applied_watermark() const noexcept {
+    std::optional<offset> w;
+    for (const auto& [k, o] : watermarks_)
+      if (o && (!w || *w < *o))
+        w = o;
+    return w;
+  }
+  /// The highest source offset of partition `k` present in the table.
+  [[nodiscard]] std::optional<offset> applied_watermark(partition_id k) const noexcept {
+    const auto it = watermarks_.find(k);
+    return it == watermarks_.end() ? std::nullopt : it->second;
+  }
 
   /// Committed transactions so far.
   [[nodiscard]] std::size_t commits() const noexcept { return commits_; }
@@ -206,16 +333,37 @@ class table final {
     key_value k;
     std::optional<stored_row<Row>> previous;
   };
+  struct slot {
+    std::optional<commit_order::position> stored;
+    epoch owner{0};
+  };
+  struct staged_slot {
+    std::optional<commit_order::position> stored;
+    std::optional<epoch> owner;
+  };
+
+  // Inside the open transaction, the owner it staged wins over the committed one.
+  epoch current_owner(partition_id k) const {
+    if (const auto it = staged_.find(k); it != staged_.end() && it->second.owner)
+      return *it->second.owner;
+    return owner(k);
+  }
+
+  void require_transaction(const char* what) const {
+    if (!in_tx_)
+      throw std::logic_error(std::string("memory::table: ") + what + " outside a transaction");
+  }
 
   std::map<key_value, stored_row<Row>> keyed_;
   std::vector<stored_row<Row>> appended_;
   std::vector<undo_entry> undo_;
-  std::optional<offset> watermark_;
-  std::optional<offset> watermark_at_begin_;
-  std::optional<position> position_;
-  std::optional<position> staged_position_;
-  std::optional<epoch> staged_owner_;
-  epoch owner_{0};
+  std::map<partition_id, std::optional<offset>> watermarks_;
+  std::optional<std::map<partition_id, std::optional<offset>>> watermarks_at_begin_;
+  std::map<partition_id, slot> positions_;
+  std::map<partition_id, staged_slot> staged_;
+  std::optional<std::size_t> partition_count_;
+  std::optional<std::size_t> staged_partition_count_;
+  std::int64_t era_ = 0;
   std::size_t runtime_max_rows_ = 0;
   std::size_t appended_at_begin_ = 0;
   std::size_t commits_ = 0;

@@ -279,6 +279,17 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     return stored;
   }
 
+  /// Inside a transaction: raises the stream's owner epoch by one (a consumer given no epoch of
+  /// its own: the last one started owns the position, the one before is fenced at its next
+  /// write). BEGIN IMMEDIATE holds the write lock, so reading the epoch and raising it is one
+  /// step for every other connection.
+  claimed claim_next() {
+    require_transaction("claim_next()");
+    const epoch e = positions_->load().owner.next();
+    auto stored = claim(e);
+    return claimed{e, stored};
+  }
+
   /// The epoch of the last claim() whose transaction committed.
   [[nodiscard]] std::optional<epoch> claimed_epoch() const noexcept { return claimed_; }
 
