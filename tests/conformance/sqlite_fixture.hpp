@@ -5,7 +5,8 @@
 //
 // The source is a memory::log declared as durable as the mode (rule R9c asks that much of a
 // source): a stand-in that only feeds the sink, whose own capabilities the kit does not check.
-// `Power` is the power-cut facility (power_loss tests), or no_power.
+// `Power` is the power-cut facility (power_loss tests), or no_power. `Sink` is the adapter's
+// sink for the mode, unless a test gives one of its own (one that lies about its durability).
 
 #pragma once
 
@@ -29,12 +30,13 @@ namespace conformance {
 
 namespace co = commit_order;
 
-template <class Mode, class Durability = sq::wal_full, class Power = no_power>
+template <class Mode, class Durability = sq::wal_full, class Power = no_power,
+          class Sink = sq::table_sink<kit_rows, Mode, Durability>>
 class sqlite_fixture {
  public:
   using event_type = kit_event;
   using source_type = co::memory::log<kit_event, typename Durability::durability>;
-  using sink_type = sq::table_sink<kit_rows, Mode, Durability>;
+  using sink_type = Sink;
   using store_type = sq::position_store<Durability>;
   static constexpr bool source_is_stand_in = true;
 

@@ -2,7 +2,10 @@
 //
 // The conformance kit runs pipelines over `recording_sink<Sink>`: it forwards every call to the
 // adapter's own sink (the adapter does all the work) and declares exactly what that sink
-// declares, so the pipeline is built and judged as over the bare sink. On the way it keeps a
+// declares, so the pipeline is built and judged as over the bare sink, and takes the same paths
+// (fencing with claim/claim_next, the invariant check on the applied watermark, a run-time
+// transaction limit). The kit drives single-partition pipelines, so the per-partition forms of
+// a sink that has both are not forwarded. On the way it keeps a
 // journal: per source offset, how many times a write of it became durable (on return outside a
 // transaction; at commit inside one; never if rolled back), and how many of those the offset
 // guard absorbed. It can also fail chosen records a chosen number of times before they reach
@@ -10,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -134,6 +138,14 @@ class recording_sink {
   { inner_->store_position(p, e); }
   std::optional<position> claim(epoch e) requires requires(Sink& s, epoch f) { s.claim(f); }
   { return inner_->claim(e); }
+  claimed claim_next() requires requires(Sink& s) { s.claim_next(); }
+  { return inner_->claim_next(); }
+  std::int64_t era() const requires stream_registry<Sink> {
+    return static_cast<std::int64_t>(inner_->era());
+  }
+  void check_partition_count(std::size_t n) requires stream_registry<Sink> {
+    inner_->check_partition_count(n);
+  }
   std::optional<position> load_position() const requires requires(Sink& s) { s.load_position(); }
   { return inner_->load_position(); }
   std::optional<offset> applied_watermark() const requires watermarked_sink<Sink> {
