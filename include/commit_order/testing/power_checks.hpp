@@ -235,8 +235,9 @@ void check_sink_synced(report& r, const conformance_options& o) {
                (stored ? std::to_string(stored->value()) : std::string("none")) +
                "), which no prefix of the units leaves: a torn transaction or a lost row");
         else if (*prefix < ack.units)
-          fail("the sink holds what " + std::to_string(*prefix) + " units leave, but " +
-               std::to_string(ack.units) + " were acknowledged: acknowledged writes were lost");
+          fail("the sink holds what the first " + std::to_string(*prefix) + " units leave, but " +
+               std::to_string(ack.units) +
+               " units were acknowledged: acknowledged writes were lost");
         else if (*prefix > ack.begun)
           fail("the sink holds " + std::to_string(*prefix) + " units, only " +
                std::to_string(ack.begun) + " were begun");
