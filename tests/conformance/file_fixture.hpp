@@ -58,8 +58,10 @@ class file_fixture {
     return *log_;
   }
   sink_type& sink() {
-    if (!sink_)
+    if (!sink_) {
       sink_.emplace(dir_ / "db" / "sink.db");
+      close_like_a_kill(sink_->database());
+    }
     return *sink_;
   }
   store_type& store() {

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
+#include <commit_order/adapters/sqlite/connection.hpp>
 #include <commit_order/adapters/sqlite/table.hpp>
 #include <commit_order/key.hpp>
 
@@ -28,6 +30,16 @@ using kit_key = commit_order::key<&kit_event::key>;
 struct kit_rows final
     : sq::table_layout<"kit_rows", kit_event, sq::key_columns<sq::column<"k", &kit_event::key>>,
                        sq::value_columns<sq::column<"seq", &kit_event::seq>>> {};
+
+/// A SQLite connection that closes as a killed process leaves it: without checkpointing its WAL
+/// (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE), so the next open recovers from the WAL as it would after
+/// a crash. A fixture's close() stands for the process's death, not for a clean shutdown.
+inline void close_like_a_kill(sq::connection& db) {
+  int set = 0;
+  if (sqlite3_db_config(db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, &set) != SQLITE_OK ||
+      set != 1)
+    throw std::runtime_error("cannot turn off SQLite's checkpoint on close");
+}
 
 /// Fixtures without simulated power cuts.
 struct no_power final {};

@@ -60,12 +60,14 @@ class sqlite_fixture {
   sink_type& sink() {
     if (!sink_) {
       sink_.emplace(dir_ / "db" / "sink.db");
+      close_like_a_kill(sink_->database());
     }
     return *sink_;
   }
   store_type& store() {
     if (!store_) {
       store_.emplace(dir_ / "state" / "positions.db");
+      close_like_a_kill(store_->database());
     }
     return *store_;
   }
