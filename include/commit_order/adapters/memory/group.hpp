@@ -89,7 +89,14 @@ class group final {
     member_consumer(group& g, member_id m)
         : group_(&g), member_(m), reader_(g.log(), std::vector<partition_id>{}) {}
 
-    void listen(assignment_listener& l) { listener_ = &l; }
+    /// The pipeline listens anew as it recovers from a failure, and trusts nothing of an
+    /// assignment it took before: what this member owns is delivered again at its next poll
+    /// (claimed, and each partition started where the pipeline says). Otherwise the reader
+    /// would read on past the failed unit while the pipeline has no epoch for its partitions.
+    void listen(assignment_listener& l) {
+      listener_ = &l;
+      redeliver_ = seen_.has_value() && !reader_.assignment().empty();
+    }
 
     void seek(partition_id k, position p) { reader_.seek(k, p); }
 
@@ -113,16 +120,25 @@ class group final {
     void synchronise() {
       const member_state& s = group_->state(member_);
       if (!s.active) {
-        if (!s.told || !seen_)
-          return;  // a zombie: goes on with what it had
+        if (!s.told || !seen_) {
+          // A zombie: goes on with what it had, at the generation it had (claimed again at it
+          // after a failure: fenced where another member owns the partition now).
+          if (redeliver_)
+            redeliver();
+          return;
+        }
         const auto owned = reader_.assignment();
         seen_.reset();
+        redeliver_ = false;
         listener_->lost(owned);
         reader_.unassign(owned);
         return;
       }
-      if (seen_ == group_->generation_)
+      if (seen_ == group_->generation_) {
+        if (redeliver_)
+          redeliver();
         return;
+      }
       const std::vector<partition_id> owned = reader_.assignment();
       const std::vector<partition_id>& wanted = s.assignment;
       std::vector<partition_id> give_up, take;
@@ -133,8 +149,10 @@ class group final {
         for (const partition_id k : owned)
           if (std::ranges::find(wanted, k) == wanted.end())
             give_up.push_back(k);
+        // A partition retained across the rebalance keeps its epoch, unless the pipeline asked
+        // for its assignment again (it knows none of it any more).
         for (const partition_id k : wanted)
-          if (std::ranges::find(owned, k) == owned.end())
+          if (redeliver_ || std::ranges::find(owned, k) == owned.end())
             take.push_back(k);
       }
       if (!give_up.empty()) {
@@ -143,7 +161,8 @@ class group final {
       }
       std::vector<partition_id> keep;
       for (const partition_id k : reader_.assignment())
-        keep.push_back(k);
+        if (std::ranges::find(take, k) == take.end())
+          keep.push_back(k);
       // A listener that throws (fenced, position_lost) leaves the assignment to be retried by
       // the next poll: `seen_` moves only once the pipeline has taken the partitions.
       const std::vector<start_at> starts = listener_->assigned(take, group_->generation_);
@@ -156,6 +175,17 @@ class group final {
       for (const start_at& st : starts)
         reader_.seek(st.partition, st.at);
       seen_ = group_->generation_;
+      redeliver_ = false;
+    }
+
+    // What this member owns, told again at the generation it holds. A listener that throws
+    // leaves it to be told again by the next poll.
+    void redeliver() {
+      const std::vector<partition_id> owned = reader_.assignment();
+      const std::vector<start_at> starts = listener_->assigned(owned, *seen_);
+      for (const start_at& st : starts)
+        reader_.seek(st.partition, st.at);
+      redeliver_ = false;
     }
 
     std::vector<std::pair<partition_id, position>> snapshot(const std::vector<partition_id>& ks) {
@@ -170,6 +200,7 @@ class group final {
     typename log_type::consumer reader_;
     assignment_listener* listener_ = nullptr;
     std::optional<std::int32_t> seen_;
+    bool redeliver_ = false;
   };
 
   /// The source member `m` consumes through.
