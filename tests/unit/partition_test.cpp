@@ -524,3 +524,39 @@ TEST_CASE("a cooperative member keeps writing a retained partition after a faile
   CHECK(table.load_position(p2) == co::position{6});
   CHECK(table.load_position(p3) == co::position{6});
 }
+
+// Regression: under the cooperative protocol a member that did not poll through a generation
+// in which its partition went to another member (who claimed it and moved it on) still took it
+// for retained when the partition came back, and wrote it at its old epoch from its old read
+// position: fenced under TransactionalPosition, replaying and moving the position back under
+// AtLeastOnce. A partition is retained only if no other member was given it in between.
+TEST_CASE("a cooperative member does not retain a partition that was another's meanwhile") {
+  topic t = make_topic(4, 4, 2);
+  group_t g(t, co::memory::rebalance_protocol::cooperative);
+  shared_table table;
+  using pipeline_t =
+      co::pipeline<group_t::member_consumer, shared_table, co::TransactionalPosition<>>;
+  const auto a = g.join();
+  auto source_a = g.consumer_of(a);
+  pipeline_t pa(source_a, table, co::settings{.batch_size = 4});
+  CHECK(pa.run() == 16);
+  const co::epoch first = co::epoch::of(0, g.generation());
+  // b joins, takes p2 and p3 (a does not poll meanwhile), moves them on and leaves.
+  const auto b = g.join();
+  {
+    auto source_b = g.consumer_of(b);
+    pipeline_t pb(source_b, table, co::settings{.batch_size = 4});
+    t.append(p2, order_event{201, 1, 1});
+    CHECK(pb.run() == 1);
+    CHECK(table.load_position(p2) == co::position{5});
+    g.leave(b);
+  }
+  // a gets everything back: p0 and p1 it kept all along (their epochs stay), p2 and p3 it
+  // claims anew and resumes where b left them.
+  t.append(p2, order_event{201, 1, 2});
+  CHECK(pa.run() == 1);
+  CHECK(table.owner(p0) == first);
+  CHECK(table.owner(p2) == co::epoch::of(0, g.generation()));
+  CHECK(table.load_position(p2) == co::position{6});
+  CHECK(table.find({201})->row.total_cents == 2);
+}

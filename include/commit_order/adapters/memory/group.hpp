@@ -146,13 +146,20 @@ class group final {
         give_up = owned;
         take = wanted;
       } else {
+        // A partition is retained only if no other member was given it since this one last
+        // acted on an assignment: one that was another's meanwhile (this member did not poll
+        // through that generation) was claimed and moved on by it, and is revoked and taken
+        // anew, never written at the old epoch from the old read position.
+        auto retained = [&](partition_id k) {
+          return std::ranges::find(wanted, k) != wanted.end() && group_->moved_at(k) <= *seen_;
+        };
         for (const partition_id k : owned)
-          if (std::ranges::find(wanted, k) == wanted.end())
+          if (!retained(k))
             give_up.push_back(k);
-        // A partition retained across the rebalance keeps its epoch, unless the pipeline asked
-        // for its assignment again (it knows none of it any more).
+        // A retained partition keeps its epoch, unless the pipeline asked for its assignment
+        // again (it knows none of it any more).
         for (const partition_id k : wanted)
-          if (redeliver_ || std::ranges::find(owned, k) == owned.end())
+          if (redeliver_ || std::ranges::find(owned, k) == owned.end() || !retained(k))
             take.push_back(k);
       }
       if (!give_up.empty()) {
@@ -221,9 +228,20 @@ class group final {
     throw std::invalid_argument("memory::group: no such member");
   }
 
+  // The generation in which partition `k` last went to another member (or to none).
+  [[nodiscard]] std::int32_t moved_at(partition_id k) const {
+    const auto i = static_cast<std::size_t>(k.value());
+    return i < moved_at_.size() ? moved_at_[i] : 0;
+  }
+
   // A new generation, and a range assignment over the active members in id order.
   void rebalance() {
     ++generation_;
+    const std::size_t partitions = log_->partition_count();
+    std::vector<member_id> before(partitions, 0);
+    for (const member_state& s : members_)
+      for (const partition_id k : s.assignment)
+        before[static_cast<std::size_t>(k.value())] = s.id;
     std::vector<member_state*> active;
     for (member_state& s : members_) {
       if (s.active)
@@ -239,11 +257,20 @@ class group final {
       for (std::size_t k = from; k < to; ++k)
         active[i]->assignment.push_back(partition_id{static_cast<partition_id::value_type>(k)});
     }
+    std::vector<member_id> after(partitions, 0);
+    for (const member_state& s : members_)
+      for (const partition_id k : s.assignment)
+        after[static_cast<std::size_t>(k.value())] = s.id;
+    moved_at_.resize(partitions, 0);
+    for (std::size_t k = 0; k < partitions; ++k)
+      if (before[k] != after[k])
+        moved_at_[k] = generation_;
   }
 
   const log_type* log_;
   rebalance_protocol protocol_;
   std::vector<member_state> members_;
+  std::vector<std::int32_t> moved_at_;  ///< per partition: see moved_at()
   member_id next_member_ = 1;
   // Kafka's first assignment is generation 2 on the mock; any start works, as long as it rises.
   std::int32_t generation_ = 0;
