@@ -409,3 +409,154 @@ TEST_CASE("out-of-order completion is tracked per partition") {
   CHECK(st.load(p0) == co::position{4});
   CHECK(st.load(p1) == co::position{5});
 }
+
+namespace {
+
+// Rejects one record once, then forwards like the table it wraps; counts the record's attempts.
+template <class Inner>
+struct rejects_once {
+  using row_type = typename Inner::row_type;
+  using key_type = typename Inner::key_type;
+  using capabilities = typename Inner::capabilities;
+  static constexpr bool tx = co::partitioned_transactional_sink<Inner>;
+  Inner* inner;
+  co::partition_id k;
+  co::offset o;
+  int attempts = 0;
+
+  co::write_outcome apply(co::partition_id p, co::offset at, const row_type& r) {
+    if (p == k && at == o && ++attempts == 1)
+      throw std::runtime_error("rejected once");
+    return inner->apply(p, at, r);
+  }
+  void begin() requires tx { inner->begin(); }
+  void commit() requires tx { inner->commit(); }
+  void rollback() requires tx { inner->rollback(); }
+  void store_position(co::partition_id q, co::position p) requires tx {
+    inner->store_position(q, p);
+  }
+  void store_position(co::partition_id q, co::position p, co::epoch e) requires tx {
+    inner->store_position(q, p, e);
+  }
+  std::optional<co::position> load_position(co::partition_id q) const requires tx {
+    return inner->load_position(q);
+  }
+  std::optional<co::position> claim(co::partition_id q, co::epoch e) requires tx {
+    return inner->claim(q, e);
+  }
+  co::claimed claim_next(co::partition_id q) requires tx { return inner->claim_next(q); }
+  std::int64_t era() const requires tx { return inner->era(); }
+  void check_partition_count(std::size_t n) requires tx { inner->check_partition_count(n); }
+  std::optional<co::offset> applied_watermark(co::partition_id q) const {
+    return inner->applied_watermark(q);
+  }
+};
+
+}  // namespace
+
+// Regression: memory::group's member did not deliver its assignment again when the pipeline
+// listened anew after a failure, so the pipeline (which trusts nothing of an earlier assignment)
+// went on with no record of its partitions while the source read on past the failed unit: under
+// AtLeastOnce the failed record was skipped for good, under TransactionalPosition the member
+// fenced itself (no epoch for its own partitions) until the next rebalance.
+TEST_CASE("a group member recovering from a failed unit restarts its partitions where stored") {
+  topic t = make_topic(2, 10, 3);
+  group_t g(t);
+  const auto m = g.join();
+  auto source = g.consumer_of(m);
+  SUBCASE("AtLeastOnce: the failed record is written again, never skipped") {
+    using table_t =
+        co::memory::table<order_event, order_key,
+                          co::capabilities<co::Idempotent, co::OffsetGuarded, co::PartitionScoped>>;
+    table_t table;
+    shared_store st;
+    rejects_once<table_t> sink{&table, p0, co::offset{3}};
+    co::pipeline<group_t::member_consumer, rejects_once<table_t>, co::AtLeastOnce<>,
+                 co::with_store<shared_store>>
+        p(source, sink, st, co::settings{.batch_size = 8});
+    CHECK_THROWS_AS(p.run(), co::record_failed);
+    CHECK(st.load(p0) == co::position{3});  // the durable prefix before the failed record
+    CHECK(p.run() > 0);
+    CHECK(sink.attempts == 2);
+    CHECK(st.load(p0) == co::position{10});
+    CHECK(st.load(p1) == co::position{10});
+  }
+  SUBCASE("TransactionalPosition: the member goes on at its own epoch, not fenced by itself") {
+    shared_table table;
+    rejects_once<shared_table> sink{&table, p1, co::offset{5}};
+    co::pipeline<group_t::member_consumer, rejects_once<shared_table>, co::TransactionalPosition<>>
+        p(source, sink, co::settings{.batch_size = 8});
+    CHECK_THROWS_AS(p.run(), co::record_failed);
+    CHECK(p.run() > 0);
+    CHECK(sink.attempts == 2);
+    CHECK(table.load_position(p0) == co::position{10});
+    CHECK(table.load_position(p1) == co::position{10});
+    CHECK(table.owner(p1) == co::epoch::of(0, g.generation()));
+  }
+}
+
+TEST_CASE("a cooperative member keeps writing a retained partition after a failed assignment") {
+  topic t = make_topic(4, 6, 3);
+  group_t g(t, co::memory::rebalance_protocol::cooperative);
+  shared_table table;
+  using pipeline_t =
+      co::pipeline<group_t::member_consumer, shared_table, co::TransactionalPosition<>>;
+  const auto a = g.join();
+  const auto b = g.join();
+  auto source_a = g.consumer_of(a);
+  auto source_b = g.consumer_of(b);
+  pipeline_t pa(source_a, table, co::settings{.batch_size = 4});
+  pipeline_t pb(source_b, table, co::settings{.batch_size = 4});
+  CHECK(pa.run() == 12);       // p0, p1
+  CHECK(pb.poll_once() == 4);  // p2, p3: positions 2 and 2
+  // b leaves; retention overtook p2's stored position, so a's assignment of p2 and p3 fails
+  // (position_lost) while a keeps p0 and p1, which it retains at their old epoch.
+  g.leave(b);
+  t.truncate_before(p2, co::position{4});
+  CHECK_THROWS_AS(pa.poll_once(), co::position_lost);
+  // The operator acknowledges the gap: p2 resumes at its earliest retained record.
+  table.begin();
+  table.store_position(p2, co::position{4});
+  table.commit();
+  t.append(p0, order_event{1, 1, 1});
+  CHECK(pa.run() == 1 + 2 + 4);  // p0's new record, p2's last two, p3's last four
+  CHECK(table.load_position(p0) == co::position{7});
+  CHECK(table.load_position(p2) == co::position{6});
+  CHECK(table.load_position(p3) == co::position{6});
+}
+
+// Regression: under the cooperative protocol a member that did not poll through a generation
+// in which its partition went to another member (who claimed it and moved it on) still took it
+// for retained when the partition came back, and wrote it at its old epoch from its old read
+// position: fenced under TransactionalPosition, replaying and moving the position back under
+// AtLeastOnce. A partition is retained only if no other member was given it in between.
+TEST_CASE("a cooperative member does not retain a partition that was another's meanwhile") {
+  topic t = make_topic(4, 4, 2);
+  group_t g(t, co::memory::rebalance_protocol::cooperative);
+  shared_table table;
+  using pipeline_t =
+      co::pipeline<group_t::member_consumer, shared_table, co::TransactionalPosition<>>;
+  const auto a = g.join();
+  auto source_a = g.consumer_of(a);
+  pipeline_t pa(source_a, table, co::settings{.batch_size = 4});
+  CHECK(pa.run() == 16);
+  const co::epoch first = co::epoch::of(0, g.generation());
+  // b joins, takes p2 and p3 (a does not poll meanwhile), moves them on and leaves.
+  const auto b = g.join();
+  {
+    auto source_b = g.consumer_of(b);
+    pipeline_t pb(source_b, table, co::settings{.batch_size = 4});
+    t.append(p2, order_event{201, 1, 1});
+    CHECK(pb.run() == 1);
+    CHECK(table.load_position(p2) == co::position{5});
+    g.leave(b);
+  }
+  // a gets everything back: p0 and p1 it kept all along (their epochs stay), p2 and p3 it
+  // claims anew and resumes where b left them.
+  t.append(p2, order_event{201, 1, 2});
+  CHECK(pa.run() == 1);
+  CHECK(table.owner(p0) == first);
+  CHECK(table.owner(p2) == co::epoch::of(0, g.generation()));
+  CHECK(table.load_position(p2) == co::position{6});
+  CHECK(table.find({201})->row.total_cents == 2);
+}

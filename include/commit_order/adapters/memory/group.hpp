@@ -89,7 +89,14 @@ class group final {
     member_consumer(group& g, member_id m)
         : group_(&g), member_(m), reader_(g.log(), std::vector<partition_id>{}) {}
 
-    void listen(assignment_listener& l) { listener_ = &l; }
+    /// The pipeline listens anew as it recovers from a failure, and trusts nothing of an
+    /// assignment it took before: what this member owns is delivered again at its next poll
+    /// (claimed, and each partition started where the pipeline says). Otherwise the reader
+    /// would read on past the failed unit while the pipeline has no epoch for its partitions.
+    void listen(assignment_listener& l) {
+      listener_ = &l;
+      redeliver_ = seen_.has_value() && !reader_.assignment().empty();
+    }
 
     void seek(partition_id k, position p) { reader_.seek(k, p); }
 
@@ -113,16 +120,25 @@ class group final {
     void synchronise() {
       const member_state& s = group_->state(member_);
       if (!s.active) {
-        if (!s.told || !seen_)
-          return;  // a zombie: goes on with what it had
+        if (!s.told || !seen_) {
+          // A zombie: goes on with what it had, at the generation it had (claimed again at it
+          // after a failure: fenced where another member owns the partition now).
+          if (redeliver_)
+            redeliver();
+          return;
+        }
         const auto owned = reader_.assignment();
         seen_.reset();
+        redeliver_ = false;
         listener_->lost(owned);
         reader_.unassign(owned);
         return;
       }
-      if (seen_ == group_->generation_)
+      if (seen_ == group_->generation_) {
+        if (redeliver_)
+          redeliver();
         return;
+      }
       const std::vector<partition_id> owned = reader_.assignment();
       const std::vector<partition_id>& wanted = s.assignment;
       std::vector<partition_id> give_up, take;
@@ -130,11 +146,20 @@ class group final {
         give_up = owned;
         take = wanted;
       } else {
+        // A partition is retained only if no other member was given it since this one last
+        // acted on an assignment: one that was another's meanwhile (this member did not poll
+        // through that generation) was claimed and moved on by it, and is revoked and taken
+        // anew, never written at the old epoch from the old read position.
+        auto retained = [&](partition_id k) {
+          return std::ranges::find(wanted, k) != wanted.end() && group_->moved_at(k) <= *seen_;
+        };
         for (const partition_id k : owned)
-          if (std::ranges::find(wanted, k) == wanted.end())
+          if (!retained(k))
             give_up.push_back(k);
+        // A retained partition keeps its epoch, unless the pipeline asked for its assignment
+        // again (it knows none of it any more).
         for (const partition_id k : wanted)
-          if (std::ranges::find(owned, k) == owned.end())
+          if (redeliver_ || std::ranges::find(owned, k) == owned.end() || !retained(k))
             take.push_back(k);
       }
       if (!give_up.empty()) {
@@ -143,7 +168,8 @@ class group final {
       }
       std::vector<partition_id> keep;
       for (const partition_id k : reader_.assignment())
-        keep.push_back(k);
+        if (std::ranges::find(take, k) == take.end())
+          keep.push_back(k);
       // A listener that throws (fenced, position_lost) leaves the assignment to be retried by
       // the next poll: `seen_` moves only once the pipeline has taken the partitions.
       const std::vector<start_at> starts = listener_->assigned(take, group_->generation_);
@@ -156,6 +182,17 @@ class group final {
       for (const start_at& st : starts)
         reader_.seek(st.partition, st.at);
       seen_ = group_->generation_;
+      redeliver_ = false;
+    }
+
+    // What this member owns, told again at the generation it holds. A listener that throws
+    // leaves it to be told again by the next poll.
+    void redeliver() {
+      const std::vector<partition_id> owned = reader_.assignment();
+      const std::vector<start_at> starts = listener_->assigned(owned, *seen_);
+      for (const start_at& st : starts)
+        reader_.seek(st.partition, st.at);
+      redeliver_ = false;
     }
 
     std::vector<std::pair<partition_id, position>> snapshot(const std::vector<partition_id>& ks) {
@@ -170,6 +207,7 @@ class group final {
     typename log_type::consumer reader_;
     assignment_listener* listener_ = nullptr;
     std::optional<std::int32_t> seen_;
+    bool redeliver_ = false;
   };
 
   /// The source member `m` consumes through.
@@ -190,9 +228,20 @@ class group final {
     throw std::invalid_argument("memory::group: no such member");
   }
 
+  // The generation in which partition `k` last went to another member (or to none).
+  [[nodiscard]] std::int32_t moved_at(partition_id k) const {
+    const auto i = static_cast<std::size_t>(k.value());
+    return i < moved_at_.size() ? moved_at_[i] : 0;
+  }
+
   // A new generation, and a range assignment over the active members in id order.
   void rebalance() {
     ++generation_;
+    const std::size_t partitions = log_->partition_count();
+    std::vector<member_id> before(partitions, 0);
+    for (const member_state& s : members_)
+      for (const partition_id k : s.assignment)
+        before[static_cast<std::size_t>(k.value())] = s.id;
     std::vector<member_state*> active;
     for (member_state& s : members_) {
       if (s.active)
@@ -208,11 +257,20 @@ class group final {
       for (std::size_t k = from; k < to; ++k)
         active[i]->assignment.push_back(partition_id{static_cast<partition_id::value_type>(k)});
     }
+    std::vector<member_id> after(partitions, 0);
+    for (const member_state& s : members_)
+      for (const partition_id k : s.assignment)
+        after[static_cast<std::size_t>(k.value())] = s.id;
+    moved_at_.resize(partitions, 0);
+    for (std::size_t k = 0; k < partitions; ++k)
+      if (before[k] != after[k])
+        moved_at_[k] = generation_;
   }
 
   const log_type* log_;
   rebalance_protocol protocol_;
   std::vector<member_state> members_;
+  std::vector<std::int32_t> moved_at_;  ///< per partition: see moved_at()
   member_id next_member_ = 1;
   // Kafka's first assignment is generation 2 on the mock; any start works, as long as it rises.
   std::int32_t generation_ = 0;
