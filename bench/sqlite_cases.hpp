@@ -3,13 +3,18 @@
 // WAL + NORMAL) and each batch size, the library's pipeline and the loop a careful engineer
 // writes by hand with the sqlite3 C API. The hand-written twin issues the same SQL statements, in
 // the same order, with the same bound values, on the same number of connections as the adapter
-// (sqlite_bench --verify checks it by tracing both): same schema, same position table and fenced
-// upsert, same pragmas. It is also the fastest honest loop for its policy: each batch's rows in one
-// transaction, then (AtLeastOnce) the position's own commit.
+// (sqlite_bench --verify checks it by tracing both): same pragmas, same schema (the rows carry
+// source_partition, indexed with source_offset; positions keyed by stream, topic and partition;
+// the claim and stream tables), same layout checks, the same upsert guarded within a partition
+// (with the lookup that tells a replay from a moved key when it changes no row), the same
+// fenced position upsert, and under TransactionalPosition the same recovery (a fresh epoch
+// claimed in one statement, the claim recorded, the partition's watermark checked). It is also
+// the fastest honest loop for its policy: each batch's rows in one transaction, then
+// (AtLeastOnce) the position's own commit.
 //
-// Every case starts from the same seeded database: `orders` rows and the position row written
-// before it is opened, so every measured record updates an existing row with a newer offset
-// (the same work at every batch size, from the first record on).
+// Every case starts from the same seeded database: `orders` rows of partition 0 and the
+// position row written before it is opened, so every measured record updates an existing row
+// with a newer offset (the same work at every batch size, from the first record on).
 #pragma once
 
 #include <sqlite3.h>
@@ -93,32 +98,66 @@ namespace sql {
 inline constexpr const char* create_orders =
     "CREATE TABLE IF NOT EXISTS \"orders_flat\" (\"order_id\" INTEGER NOT NULL, \"customer_id\" "
     "INTEGER NOT NULL, \"total_cents\" INTEGER NOT NULL, \"event_seq\" INTEGER NOT NULL, "
-    "\"source_offset\" INTEGER NOT NULL, PRIMARY KEY (\"order_id\"))";
+    "\"source_offset\" INTEGER NOT NULL, \"source_partition\" INTEGER NOT NULL, PRIMARY KEY "
+    "(\"order_id\"))";
+// The applied watermark of one partition reads it; every upsert moves its entry.
+inline constexpr const char* create_partition_index =
+    "CREATE INDEX IF NOT EXISTS \"orders_flat_by_source_partition_source_offset\" ON "
+    "\"orders_flat\" (\"source_partition\", \"source_offset\")";
 inline constexpr const char* create_positions =
-    "CREATE TABLE IF NOT EXISTS \"commit_order_positions\" (stream TEXT PRIMARY KEY NOT NULL, "
-    "position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT 0)";
+    "CREATE TABLE IF NOT EXISTS \"commit_order_positions\" (stream TEXT NOT NULL, topic TEXT NOT "
+    "NULL, \"partition\" INTEGER NOT NULL, position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT "
+    "0, PRIMARY KEY (stream, topic, \"partition\"))";
+inline constexpr const char* create_claims =
+    "CREATE TABLE IF NOT EXISTS \"commit_order_claims\" (stream TEXT NOT NULL, topic TEXT NOT "
+    "NULL, \"partition\" INTEGER NOT NULL, owner_epoch INTEGER NOT NULL, owner_member TEXT, "
+    "claimed_at TEXT NOT NULL, PRIMARY KEY (stream, topic, \"partition\", owner_epoch))";
+inline constexpr const char* create_streams =
+    "CREATE TABLE IF NOT EXISTS \"commit_order_streams\" (stream TEXT NOT NULL, topic TEXT NOT "
+    "NULL, era INTEGER NOT NULL DEFAULT 0, partition_count INTEGER, PRIMARY KEY (stream, topic))";
+// The guarded upsert: a row is replaced only by a newer offset of its own partition.
 inline constexpr const char* upsert_order =
     "INSERT INTO \"orders_flat\" (\"order_id\", \"customer_id\", \"total_cents\", \"event_seq\", "
-    "\"source_offset\") VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (\"order_id\") DO UPDATE SET "
-    "\"customer_id\" = excluded.\"customer_id\", \"total_cents\" = excluded.\"total_cents\", "
-    "\"event_seq\" = excluded.\"event_seq\", \"source_offset\" = excluded.\"source_offset\" WHERE "
+    "\"source_offset\", \"source_partition\") VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT "
+    "(\"order_id\") DO UPDATE SET \"customer_id\" = excluded.\"customer_id\", \"total_cents\" = "
+    "excluded.\"total_cents\", \"event_seq\" = excluded.\"event_seq\", \"source_offset\" = "
+    "excluded.\"source_offset\", \"source_partition\" = excluded.\"source_partition\" WHERE "
+    "\"orders_flat\".\"source_partition\" = excluded.\"source_partition\" AND "
     "\"orders_flat\".\"source_offset\" < excluded.\"source_offset\"";
+// When the upsert changed no row: a replay (same partition) or a key that moved partition.
+inline constexpr const char* stored_by_key =
+    "SELECT \"source_partition\", \"source_offset\" FROM \"orders_flat\" WHERE \"order_id\" = ?1";
 inline constexpr const char* load_position =
-    "SELECT position, owner_epoch FROM \"commit_order_positions\" WHERE stream = ?1";
+    "SELECT position, owner_epoch FROM \"commit_order_positions\" WHERE stream = ?1 AND topic = ?2 "
+    "AND \"partition\" = ?3";
 // Fenced: the write only lands while the row's owner epoch is the writer's.
 inline constexpr const char* store_position =
-    "INSERT INTO \"commit_order_positions\" (stream, position, owner_epoch) VALUES (?1, ?2, ?3) "
-    "ON CONFLICT (stream) DO UPDATE SET position = excluded.position WHERE "
-    "\"commit_order_positions\".owner_epoch = excluded.owner_epoch";
-// Recovery under TransactionalPosition claims the row first, for the epoch one above the row's
-// (no owner epoch is configured: the consumer started last owns the position); an owner with a
-// newer epoch keeps it, and this consumer learns it is fenced.
-inline constexpr const char* claim_position =
-    "INSERT INTO \"commit_order_positions\" (stream, position, owner_epoch) VALUES (?1, NULL, ?2) "
-    "ON CONFLICT (stream) DO UPDATE SET owner_epoch = excluded.owner_epoch WHERE "
-    "\"commit_order_positions\".owner_epoch <= excluded.owner_epoch";
-inline constexpr const char* watermark = "SELECT MAX(\"source_offset\") FROM \"orders_flat\"";
+    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch) "
+    "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET "
+    "position = excluded.position WHERE \"commit_order_positions\".owner_epoch = "
+    "excluded.owner_epoch";
+// Recovery under TransactionalPosition claims the row for the epoch one above the row's, in one
+// statement (no owner epoch is configured: the consumer started last owns the position, and
+// the one before is fenced at its next write).
+inline constexpr const char* claim_next =
+    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch) "
+    "VALUES (?1, ?2, ?3, NULL, 1) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET "
+    "owner_epoch = \"commit_order_positions\".owner_epoch + 1 RETURNING owner_epoch, position";
+// Who claimed what, when: written in the claim's transaction.
+inline constexpr const char* record_claim =
+    "INSERT INTO \"commit_order_claims\" (stream, topic, \"partition\", owner_epoch, "
+    "owner_member, claimed_at) VALUES (?1, ?2, ?3, ?4, ?5, strftime('%Y-%m-%dT%H:%M:%fZ', "
+    "'now')) ON CONFLICT (stream, topic, \"partition\", owner_epoch) DO UPDATE SET owner_member "
+    "= excluded.owner_member, claimed_at = excluded.claimed_at";
+inline constexpr const char* watermark =
+    "SELECT MAX(\"source_offset\") FROM \"orders_flat\" WHERE \"source_partition\" = ?1";
+// The layout checks before anything is created (a file of the adapter before partitions is
+// refused): does the table exist, does it have the column.
+inline constexpr const char* table_exists = "SELECT count(*) FROM pragma_table_info(?1)";
+inline constexpr const char* has_column =
+    "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE";
 inline constexpr const char* stream = "default";
+inline constexpr const char* topic = "";
 }  // namespace sql
 
 // ---- the seeded database --------------------------------------------------------------------
@@ -128,9 +167,10 @@ inline constexpr const char* stream = "default";
                            (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
 }
 
-/// Writes the tables, `orders` rows (offsets 0 .. orders-1) and the position row (`orders`)
-/// into a new WAL database, then closes it. Not part of any measurement or trace.
-inline void seed(const std::filesystem::path& file) {
+/// Writes the tables, `orders` rows (offsets 0 .. orders-1) and the position row (`position`:
+/// `orders` unless a check wants records replayed) into a new WAL database, then closes it. Not
+/// part of any measurement or trace.
+inline void seed(const std::filesystem::path& file, std::int64_t position = orders) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   const auto run = [&](const char* text) {
@@ -141,8 +181,12 @@ inline void seed(const std::filesystem::path& file) {
     if (rc != SQLITE_OK)
       fail(db, rc, "seed: open");
     run("PRAGMA journal_mode = wal");
+    // The layout the adapter writes: a file without source_partition would be refused.
     run(sql::create_orders);
+    run(sql::create_partition_index);
     run(sql::create_positions);
+    run(sql::create_claims);
+    run(sql::create_streams);
     run("BEGIN IMMEDIATE");
     sqlite3_stmt* s = nullptr;
     if ((rc = sqlite3_prepare_v2(db, sql::upsert_order, -1, &s, nullptr)) != SQLITE_OK)
@@ -153,6 +197,7 @@ inline void seed(const std::filesystem::path& file) {
       sqlite3_bind_int64(s, 3, r.event.total_cents);
       sqlite3_bind_int64(s, 4, r.event.event_seq);
       sqlite3_bind_int64(s, 5, r.source_offset.value());
+      sqlite3_bind_int64(s, 6, 0);
       rc = sqlite3_step(s);
       sqlite3_reset(s);
       if (rc != SQLITE_DONE) {
@@ -161,9 +206,9 @@ inline void seed(const std::filesystem::path& file) {
       }
     }
     sqlite3_finalize(s);
-    run(("INSERT INTO \"commit_order_positions\" (stream, position, owner_epoch) VALUES "
-         "('default', " +
-         std::to_string(orders) + ", 0)")
+    run(("INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, "
+         "owner_epoch) VALUES ('default', '', 0, " +
+         std::to_string(position) + ", 0)")
             .c_str());
     run("COMMIT");
     run("PRAGMA wal_checkpoint(TRUNCATE)");
@@ -178,7 +223,7 @@ inline void seed(const std::filesystem::path& file) {
 struct seeded_database {
   test_support::scratch_dir dir;
   std::filesystem::path file = dir / "bench.sqlite";
-  seeded_database() { seed(file); }
+  explicit seeded_database(std::int64_t position = orders) { seed(file, position); }
 };
 
 /// A case on its own seeded database (destroyed with it).
@@ -259,6 +304,15 @@ class raw_statement final {
     if (rc != SQLITE_DONE) [[unlikely]]
       fail(db_, rc, sqlite3_sql(s_));
   }
+  /// Steps a `SELECT count(*) ...` and resets it: true when the count is not zero.
+  bool count_nonzero() {
+    const int rc = sqlite3_step(s_);
+    const bool nonzero = rc == SQLITE_ROW && sqlite3_column_int64(s_, 0) > 0;
+    sqlite3_reset(s_);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) [[unlikely]]
+      fail(db_, rc, sqlite3_sql(s_));
+    return nonzero;
+  }
 
  private:
   sqlite3* db_;
@@ -321,49 +375,90 @@ inline sqlite3* after(raw_connection& c, const char* ddl) {
   return c.get();
 }
 
-/// The position row's statements on one connection.
+/// What the adapter checks before it creates anything: a table written before partitions
+/// (present, without `column`) is refused rather than written with statements it cannot run.
+inline void check_layout(raw_connection& c, const char* table, const char* column) {
+  raw_statement exists(c.get(), sql::table_exists);
+  sqlite3_bind_text(exists.get(), 1, table, -1, SQLITE_STATIC);
+  if (!exists.count_nonzero())
+    return;
+  raw_statement has(c.get(), sql::has_column);
+  sqlite3_bind_text(has.get(), 1, table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(has.get(), 2, column, -1, SQLITE_STATIC);
+  if (!has.count_nonzero())
+    throw std::runtime_error(std::string("sqlite_bench: table ") + table + " has no column " +
+                             column + ": written before partitions");
+}
+
+/// The position table's check and creation, then the handle (for the statements that use it).
+inline sqlite3* position_table(raw_connection& c) {
+  check_layout(c, "commit_order_positions", "partition");
+  return after(c, sql::create_positions);
+}
+
+/// The sink's set-up up to its data table: both layouts checked, the table and its partition
+/// index created.
+inline sqlite3* sink_table(raw_connection& c) {
+  check_layout(c, "orders_flat", "source_partition");
+  check_layout(c, "commit_order_positions", "partition");
+  c.exec(sql::create_orders);
+  return after(c, sql::create_partition_index);
+}
+
+/// The sink's last tables: where claims are recorded, and what a stream's owners share.
+inline sqlite3* claim_and_stream_tables(raw_connection& c) {
+  c.exec(sql::create_claims);
+  return after(c, sql::create_streams);
+}
+
+/// The position rows' statements on one connection, for partition 0 of topic '' of stream
+/// 'default' (stream and topic bound once: they never change).
 struct raw_positions {
   raw_statement load;
   raw_statement store;
   raw_statement claim;
 
   explicit raw_positions(raw_connection& c)
-      : load(after(c, sql::create_positions), sql::load_position)
+      : load(position_table(c), sql::load_position)
       , store(c.get(), sql::store_position)
-      , claim(c.get(), sql::claim_position) {}
+      , claim(c.get(), sql::claim_next) {
+    for (sqlite3_stmt* s : {load.get(), store.get(), claim.get()}) {
+      sqlite3_bind_text(s, 1, sql::stream, -1, SQLITE_STATIC);
+      sqlite3_bind_text(s, 2, sql::topic, -1, SQLITE_STATIC);
+    }
+  }
 
   /// The owner epoch this connection writes positions as (0 until it claims the row).
   std::int64_t epoch = 0;
 
-  /// The owner epoch the row holds now (0: no row).
-  std::int64_t owner(sqlite3* db) {
-    sqlite3_bind_text(load.get(), 1, sql::stream, 7, SQLITE_STATIC);
-    const int rc = sqlite3_step(load.get());
-    const std::int64_t e = rc == SQLITE_ROW ? sqlite3_column_int64(load.get(), 1) : 0;
-    sqlite3_reset(load.get());
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-      fail(db, rc, sql::load_position);
-    return e;
-  }
-
-  /// Makes `e` the row's owner (and the epoch of every later position); false when a newer
-  /// owner holds it.
-  bool claim_ownership(sqlite3* db, std::int64_t e) {
-    epoch = e;
-    sqlite3_bind_text(claim.get(), 1, sql::stream, 7, SQLITE_STATIC);
-    sqlite3_bind_int64(claim.get(), 2, e);
-    claim.run();
-    return sqlite3_changes(db) != 0;
+  /// Raises the row's owner epoch by one (creating the row at 1) and makes it this
+  /// connection's; returns the stored position (nullopt: none).
+  std::optional<std::int64_t> claim_next(sqlite3* db) {
+    sqlite3_stmt* s = claim.get();
+    sqlite3_bind_int64(s, 3, 0);
+    int rc = sqlite3_step(s);
+    std::optional<std::int64_t> stored;
+    if (rc == SQLITE_ROW) {
+      epoch = sqlite3_column_int64(s, 0);
+      if (sqlite3_column_type(s, 1) != SQLITE_NULL)
+        stored = sqlite3_column_int64(s, 1);
+      rc = sqlite3_step(s);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+      fail(db, rc, sql::claim_next);
+    return stored;
   }
 
   /// The stored position (nullopt: none).
   std::optional<std::int64_t> read(sqlite3* db) {
-    sqlite3_bind_text(load.get(), 1, sql::stream, 7, SQLITE_STATIC);
-    const int rc = sqlite3_step(load.get());
+    sqlite3_stmt* s = load.get();
+    sqlite3_bind_int64(s, 3, 0);
+    const int rc = sqlite3_step(s);
     std::optional<std::int64_t> stored;
-    if (rc == SQLITE_ROW && sqlite3_column_type(load.get(), 0) != SQLITE_NULL)
-      stored = sqlite3_column_int64(load.get(), 0);
-    sqlite3_reset(load.get());
+    if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
+      stored = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
       fail(db, rc, sql::load_position);
     return stored;
@@ -371,11 +466,12 @@ struct raw_positions {
 
   /// The fenced upsert: a row owned by another epoch changes nothing, and that is a failure.
   void write(sqlite3* db, std::int64_t position) {
-    sqlite3_bind_text(store.get(), 1, sql::stream, 7, SQLITE_STATIC);
-    sqlite3_bind_int64(store.get(), 2, position);
-    sqlite3_bind_int64(store.get(), 3, epoch);
+    sqlite3_stmt* s = store.get();
+    sqlite3_bind_int64(s, 3, 0);
+    sqlite3_bind_int64(s, 4, position);
+    sqlite3_bind_int64(s, 5, epoch);
     store.run();
-    if (sqlite3_changes(db) == 0) [[unlikely]]
+    if (sqlite3_changes(db) != 1) [[unlikely]]
       throw std::runtime_error("sqlite_bench: fenced: another owner holds the position row");
   }
 };
@@ -388,8 +484,11 @@ struct handwritten_case {
   std::size_t batch;
   // The sink's connection: the rows (and, under TransactionalPosition, the position).
   raw_connection rows;
-  raw_statement upsert{after(rows, sql::create_orders), sql::upsert_order};
+  raw_statement upsert{sink_table(rows), sql::upsert_order};
   raw_positions rows_positions{rows};
+  raw_statement record_claim{claim_and_stream_tables(rows), sql::record_claim};
+  raw_statement watermark{rows.get(), sql::watermark};
+  raw_statement stored_by_key{rows.get(), sql::stored_by_key};
   raw_statement begin{rows.get(), F == flaw::plain_begin ? "BEGIN" : "BEGIN IMMEDIATE"};
   raw_statement commit{rows.get(), "COMMIT"};
   raw_statement rollback{rows.get(), "ROLLBACK"};
@@ -405,16 +504,23 @@ struct handwritten_case {
       begin.run();
       try {
         // No owner epoch configured: claim the next one, so the last consumer started owns
-        // the position and the one before is fenced at its next write.
-        const bool owned =
-            rows_positions.claim_ownership(rows.get(), rows_positions.owner(rows.get()) + 1);
-        stored = rows_positions.read(rows.get());
-        if (!owned)
-          throw std::runtime_error("sqlite_bench: fenced: a newer owner holds the position row");
-        raw_statement max(rows.get(), sql::watermark);
-        if (sqlite3_step(max.get()) == SQLITE_ROW &&
-            sqlite3_column_type(max.get(), 0) != SQLITE_NULL &&
-            !(stored && *stored > sqlite3_column_int64(max.get(), 0)))
+        // the position and the one before is fenced at its next write; and record the claim.
+        stored = rows_positions.claim_next(rows.get());
+        sqlite3_bind_text(record_claim.get(), 1, sql::stream, -1, SQLITE_STATIC);
+        sqlite3_bind_text(record_claim.get(), 2, sql::topic, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(record_claim.get(), 3, 0);
+        sqlite3_bind_int64(record_claim.get(), 4, rows_positions.epoch);
+        sqlite3_bind_null(record_claim.get(), 5);
+        record_claim.run();
+        sqlite3_bind_int64(watermark.get(), 1, 0);
+        const int rc = sqlite3_step(watermark.get());
+        const bool newer = rc == SQLITE_ROW &&
+                           sqlite3_column_type(watermark.get(), 0) != SQLITE_NULL &&
+                           !(stored && *stored > sqlite3_column_int64(watermark.get(), 0));
+        sqlite3_reset(watermark.get());
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+          fail(rows.get(), rc, sql::watermark);
+        if (newer)
           throw std::runtime_error("sqlite_bench: rows newer than the stored position");
       } catch (...) {
         rollback.run();
@@ -426,8 +532,9 @@ struct handwritten_case {
       store_positions.emplace(*store);
       stored = store_positions->read(store->get());
     } else {
-      // The store's set-up on the shared connection: its table, whatever the sink created.
-      rows.exec(sql::create_positions);
+      // The store's set-up on the shared connection: its table checked and created, whatever
+      // the sink did.
+      position_table(rows);
       stored = rows_positions.read(rows.get());
     }
     reader.seek(co::position{stored.value_or(0)});
@@ -486,8 +593,26 @@ struct handwritten_case {
       sqlite3_bind_int64(s, 3, r.event.total_cents);
       sqlite3_bind_int64(s, 4, r.event.event_seq);
       sqlite3_bind_int64(s, 5, r.source_offset.value());
+      sqlite3_bind_int64(s, 6, 0);  // the log's only partition
       upsert.run();
+      // The guard kept the stored row: a replay of this partition, or a key that moved here
+      // from another partition, which must not be absorbed.
+      if (sqlite3_changes(rows.get()) == 0) [[unlikely]]
+        not_written(r.event.order_id);
     }
+  }
+
+  [[gnu::cold, gnu::noinline]] void not_written(std::int64_t order_id) {
+    sqlite3_stmt* s = stored_by_key.get();
+    sqlite3_bind_int64(s, 1, order_id);
+    const int rc = sqlite3_step(s);
+    const bool moved = rc == SQLITE_ROW && sqlite3_column_int64(s, 0) != 0;
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+      fail(rows.get(), rc, sql::stored_by_key);
+    if (moved)
+      throw std::runtime_error("sqlite_bench: key moved partition: order " +
+                               std::to_string(order_id));
   }
 };
 
