@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "lab/child.hpp"
+#include "lab/kafka.hpp"
 #include "lab/orders.hpp"
 #include "lab/policies.hpp"
 #include "lab/process.hpp"
@@ -41,6 +42,8 @@ struct lab_config {
   std::size_t batch = 8;
   std::chrono::microseconds pace{250};
   std::chrono::milliseconds auto_commit{50};
+  /// Where the orders are: the file log, or a topic of a mock Kafka cluster in this process.
+  source_kind source = source_kind::file;
   /// Progress lines for a human; empty: quiet.
   std::function<void(const std::string&)> progress;
 };
@@ -94,9 +97,11 @@ class batch_time_estimate final {
 
 }  // namespace detail
 
-/// Runs one policy against the log already written in `config.work_dir / "log"`.
+/// Runs one policy against the log already written in `config.work_dir / "log"`, or against
+/// the Kafka topic of `kafka` (hosted by this process).
 inline policy_outcome run_policy(policy_id policy, const lab_config& config,
-                                 const std::vector<order_event>& log_events) {
+                                 const std::vector<order_event>& log_events,
+                                 const kafka_orders* kafka = nullptr) {
   using clock = std::chrono::steady_clock;
   const auto started = clock::now();
   const auto paths = detail::paths_for(config, policy);
@@ -105,6 +110,9 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
 
   child_args args;
   args.policy = policy;
+  args.source = kafka != nullptr ? source_kind::kafka : source_kind::file;
+  if (kafka != nullptr)
+    args.bootstrap = kafka->bootstrap();
   args.log_dir = paths.log_dir;
   args.database = paths.database;
   args.position_file = paths.position_file;
@@ -126,6 +134,9 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   detail::batch_time_estimate batch_time;
   snapshot previous;
   std::int64_t lost_so_far = 0;
+  std::function<std::optional<co::position>()> kafka_committed;
+  if (kafka != nullptr)
+    kafka_committed = [kafka, policy] { return kafka->committed(policy); };
 
   for (;;) {
     child_process child(config.executable, command);
@@ -187,7 +198,8 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
         break;
       }
       ++out.kills;
-      const snapshot now = take_snapshot(policy, paths.database, paths.position_file);
+      const snapshot now =
+          take_snapshot(policy, paths.database, paths.position_file, kafka_committed);
       const std::int64_t regressed = count_regressions(previous, now);
       out.regressed_rows += regressed;
       std::string note;
@@ -214,7 +226,8 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
     break;
   }
 
-  const snapshot final_state = take_snapshot(policy, paths.database, paths.position_file);
+  const snapshot final_state =
+      take_snapshot(policy, paths.database, paths.position_file, kafka_committed);
   out.regressed_rows += count_regressions(previous, final_state);
   const reconciliation r = reconcile(policy, log_events, final_state);
   out.rows_expected = r.rows_expected;
@@ -227,13 +240,21 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   return out;
 }
 
-/// Writes the log (config.records events) and runs each policy against it.
+/// Writes the log (config.records events) — into a file log, or into a topic of a mock Kafka
+/// cluster that lives as long as the lab runs — and runs each policy against it.
 inline std::vector<policy_outcome> run_lab(const lab_config& config,
                                            const std::vector<policy_id>& policies) {
   std::filesystem::create_directories(config.work_dir);
+  std::vector<policy_outcome> outcomes;
+  if (config.source == source_kind::kafka) {
+    const auto events = generate_orders(config.records, config.orders, config.seed);
+    const kafka_orders topic(events);
+    for (policy_id p : policies)
+      outcomes.push_back(run_policy(p, config, events, &topic));
+    return outcomes;
+  }
   write_orders(config.work_dir / "log", config.records, config.orders, config.seed);
   const auto events = read_orders(config.work_dir / "log");
-  std::vector<policy_outcome> outcomes;
   for (policy_id p : policies)
     outcomes.push_back(run_policy(p, config, events));
   return outcomes;
