@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -143,17 +144,20 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
     ++out.children;
     std::int64_t start_position = -1;
     std::int64_t last_position = -1;
-    clock::time_point last_at{};
+    std::optional<clock::time_point> last_at;
     const auto on_line = [&](std::string_view line) {
       if (line == "absorbed") {
         ++out.replays_absorbed;
       } else if (line.starts_with("ready ")) {
         start_position = last_position = std::stoll(std::string(line.substr(6)));
-        last_at = clock::now();
       } else if (line.starts_with("at ")) {
         last_position = std::stoll(std::string(line.substr(3)));
         const auto now = clock::now();
-        batch_time.observe(now - last_at);
+        // Between two polls only: the first one after `ready` also waits for the source to
+        // start (a Kafka consumer's first fetch), which would make the estimate, and so the
+        // random delay before a kill, long enough to run past the end.
+        if (last_at)
+          batch_time.observe(now - *last_at);
         last_at = now;
       }
     };
