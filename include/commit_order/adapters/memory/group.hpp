@@ -89,7 +89,13 @@ class group final {
     member_consumer(group& g, member_id m)
         : group_(&g), member_(m), reader_(g.log(), std::vector<partition_id>{}) {}
 
-    void listen(assignment_listener& l) { listener_ = &l; }
+    /// The pipeline calls listen() again as it recovers from a failure, trusting nothing of an
+    /// assignment it took before: the next poll delivers what this member owns again, each
+    /// partition restarting where the listener says (a zombie's at the generation it had).
+    void listen(assignment_listener& l) {
+      listener_ = &l;
+      redeliver_ = seen_.has_value();
+    }
 
     void seek(partition_id k, position p) { reader_.seek(k, p); }
 
@@ -113,20 +119,37 @@ class group final {
     void synchronise() {
       const member_state& s = group_->state(member_);
       if (!s.active) {
-        if (!s.told || !seen_)
+        if (!s.told || !seen_) {
+          if (redeliver_ && seen_) {  // a zombie: what it had, at the generation it had
+            const std::vector<partition_id> owned = reader_.assignment();
+            for (const start_at& st : listener_->assigned(owned, *seen_))
+              reader_.seek(st.partition, st.at);
+            redeliver_ = false;
+          }
           return;  // a zombie: goes on with what it had
+        }
         const auto owned = reader_.assignment();
         seen_.reset();
         listener_->lost(owned);
         reader_.unassign(owned);
         return;
       }
-      if (seen_ == group_->generation_)
+      if (seen_ == group_->generation_ && !redeliver_)
         return;
       const std::vector<partition_id> owned = reader_.assignment();
       const std::vector<partition_id>& wanted = s.assignment;
       std::vector<partition_id> give_up, take;
-      if (group_->protocol_ == rebalance_protocol::eager) {
+      if (redeliver_) {
+        // Everything it keeps is delivered again; what it no longer owns is revoked.
+        for (const partition_id k : owned)
+          if (std::ranges::find(wanted, k) == wanted.end())
+            give_up.push_back(k);
+        if (!give_up.empty())
+          listener_->revoked(give_up);
+        reader_.unassign(owned);
+        take = wanted;
+        give_up.clear();
+      } else if (group_->protocol_ == rebalance_protocol::eager) {
         give_up = owned;
         take = wanted;
       } else {
@@ -156,6 +179,7 @@ class group final {
       for (const start_at& st : starts)
         reader_.seek(st.partition, st.at);
       seen_ = group_->generation_;
+      redeliver_ = false;
     }
 
     std::vector<std::pair<partition_id, position>> snapshot(const std::vector<partition_id>& ks) {
@@ -170,6 +194,7 @@ class group final {
     typename log_type::consumer reader_;
     assignment_listener* listener_ = nullptr;
     std::optional<std::int32_t> seen_;
+    bool redeliver_ = false;
   };
 
   /// The source member `m` consumes through.
