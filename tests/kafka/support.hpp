@@ -94,10 +94,11 @@ template <class Rows>
 void check_rows_match(const Rows& rows, const produced& expected) {
   const auto last = expected.last_events();
   CHECK(rows.size() == last.size());
-  for (const auto& [id, o] : last) {
+  for (const auto& entry : last) {
+    const std::int64_t id = entry.first;  // (clang 14 cannot capture a structured binding)
     const auto it = rows.find(id);
     REQUIRE_MESSAGE(it != rows.end(), "order " << id << " has no row");
-    CHECK(it->second.event == o);
+    CHECK(it->second.event == entry.second);
   }
 }
 

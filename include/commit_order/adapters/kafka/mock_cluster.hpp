@@ -166,15 +166,25 @@ class producer final {
   void send(partition_id k, const Event& e) {
     buffer_.clear();
     Codec::encode(e, buffer_);
+    // rd_kafka_produceva rather than the RD_KAFKA_V_* macros: those are GNU statement
+    // expressions, which -Wpedantic refuses.
+    rd_kafka_vu_t vu[4] = {};
+    vu[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+    vu[0].u.cstr = topic_.c_str();
+    vu[1].vtype = RD_KAFKA_VTYPE_PARTITION;
+    vu[1].u.i32 = k.value();
+    vu[2].vtype = RD_KAFKA_VTYPE_VALUE;
+    vu[2].u.mem.ptr = buffer_.data();
+    vu[2].u.mem.size = buffer_.size();
+    vu[3].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+    vu[3].u.i = RD_KAFKA_MSG_F_COPY;
     for (;;) {
-      const auto r = rd_kafka_producev(rk_.get(), RD_KAFKA_V_TOPIC(topic_.c_str()),
-                                       RD_KAFKA_V_PARTITION(k.value()),
-                                       RD_KAFKA_V_VALUE(buffer_.data(), buffer_.size()),
-                                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-      if (r == RD_KAFKA_RESP_ERR_NO_ERROR)
+      detail::error_ptr e{rd_kafka_produceva(rk_.get(), vu, 4)};
+      if (!e)
         break;
-      if (r != RD_KAFKA_RESP_ERR__QUEUE_FULL)
-        throw client_error("producing to " + topic_, r);
+      if (rd_kafka_error_code(e.get()) != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        throw client_error("producing to " + topic_, rd_kafka_error_code(e.get()),
+                           rd_kafka_error_string(e.get()));
       rd_kafka_poll(rk_.get(), 10);  // the local queue is full: let deliveries drain it
     }
     ++sent_;

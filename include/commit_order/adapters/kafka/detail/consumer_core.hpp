@@ -108,22 +108,26 @@ class client_core {
   /// The topic's partition count, from the cluster's metadata.
   [[nodiscard]] std::size_t partition_count() const {
     const rd_kafka_metadata_t* md = nullptr;
+    rd_kafka_resp_err_t topic_error = RD_KAFKA_RESP_ERR_NO_ERROR;
     const auto e = retrying(options_.request_timeout, [&](int ms) {
       const auto r = rd_kafka_metadata(rk_.get(), 0, topic_.get(), &md, ms);
       if (r != RD_KAFKA_RESP_ERR_NO_ERROR)
         return r;
-      // A topic being created reports UNKNOWN_TOPIC_OR_PART for a moment: worth a retry.
-      const auto t = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
-      if (t != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        rd_kafka_metadata_destroy(md);
-        md = nullptr;
-        return t == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ? RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE
-                                                            : t;
-      }
-      return r;
+      topic_error = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+      if (topic_error == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return r;
+      rd_kafka_metadata_destroy(md);
+      md = nullptr;
+      // A topic being created is unknown for a moment: worth retrying until the budget ends.
+      return topic_error == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART
+                 ? RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE
+                 : topic_error;
     });
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-      throw client_error("reading the metadata of topic " + topic(), e);
+      throw client_error(
+          "reading the metadata of topic " + topic(),
+          topic_error != RD_KAFKA_RESP_ERR_NO_ERROR ? topic_error : e,
+          topic_error == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ? "the topic does not exist" : "");
     const auto n = static_cast<std::size_t>(md->topics[0].partition_cnt);
     rd_kafka_metadata_destroy(md);
     return n;
