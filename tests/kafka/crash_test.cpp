@@ -45,7 +45,7 @@ crash_lab::policy_outcome run(crash_lab::policy_id policy, int kills, std::int64
 
 TEST_CASE("Kafka, TransactionalPosition under 50 SIGKILLs: nothing lost, duplicated or regressed") {
   test_support::scratch_dir dir;
-  const auto o = run(crash_lab::policy_id::transactional, 50, 1200, dir);
+  const auto o = run(crash_lab::policy_id::transactional, 50, 2000, dir);
   CHECK(o.rows_lost == 0);
   CHECK(o.duplicate_rows == 0);
   CHECK(o.regressed_rows == 0);
@@ -55,7 +55,7 @@ TEST_CASE("Kafka, TransactionalPosition under 50 SIGKILLs: nothing lost, duplica
 
 TEST_CASE("Kafka, AtLeastOnce under 50 SIGKILLs: replays absorbed, nothing lost or duplicated") {
   test_support::scratch_dir dir;
-  const auto o = run(crash_lab::policy_id::at_least_once, 50, 1200, dir);
+  const auto o = run(crash_lab::policy_id::at_least_once, 50, 2000, dir);
   CHECK(o.rows_lost == 0);
   CHECK(o.duplicate_rows == 0);
   CHECK(o.regressed_rows == 0);
@@ -65,7 +65,7 @@ TEST_CASE("Kafka, AtLeastOnce under 50 SIGKILLs: replays absorbed, nothing lost 
 
 TEST_CASE("Kafka, AtMostOnce under 40 SIGKILLs: committed to Kafka first, loss bounded per kill") {
   test_support::scratch_dir dir;
-  const auto o = run(crash_lab::policy_id::at_most_once, 40, 1000, dir);
+  const auto o = run(crash_lab::policy_id::at_most_once, 40, 1600, dir);
   CHECK(o.duplicate_rows == 0);
   CHECK(o.regressed_rows == 0);
   REQUIRE(o.lost_per_kill.size() == 40);
@@ -82,7 +82,7 @@ TEST_CASE("Kafka, AtMostOnce under 40 SIGKILLs: committed to Kafka first, loss b
 
 TEST_CASE("Kafka, AtMostOnce<AutoCommit> under 40 SIGKILLs on librdkafka's auto-commit") {
   test_support::scratch_dir dir;
-  const auto o = run(crash_lab::policy_id::at_most_once_auto, 40, 1000, dir);
+  const auto o = run(crash_lab::policy_id::at_most_once_auto, 40, 1600, dir);
   CHECK(o.duplicate_rows == 0);  // the keyed sink R1 demands
   CHECK(crash_lab::violations(o, 8).empty());
 }

@@ -243,7 +243,9 @@ TEST_CASE("group: two members, a join and a leave -- nothing lost, nothing twice
   CHECK(b.fences().empty());
 
   reconcile(db, sent);
-  // Both members wrote, each at the generation it owned its partitions at, in era 0.
+  // Both members wrote, each at the generation it owned its partitions at, in era 0. (How many
+  // generations the group went through depends on the machine: a member that misses a
+  // heartbeat under load makes one more. The order of epochs is what matters, checked above.)
   std::set<int> writers;
   std::set<std::int64_t> epochs;
   for (const auto& w : db.history()) {
@@ -251,9 +253,10 @@ TEST_CASE("group: two members, a join and a leave -- nothing lost, nothing twice
     epochs.insert(w.owner.value());
   }
   CHECK(writers == std::set<int>{a.session(), b.session()});
-  CHECK(epochs.count(co::epoch::of(0, first + 1).value()) == 1);
+  CHECK(epochs.size() >= 2);
+  CHECK(*epochs.begin() == co::epoch::of(0, first).value());
   for (int k = 0; k < 4; ++k)
-    CHECK(db.owner(co::partition_id{k}) == co::epoch::of(0, first + 2));
+    CHECK(db.owner(co::partition_id{k}) == co::epoch::of(0, *a.generation()));
 }
 
 TEST_CASE("group: a zombie stalled in its transaction past max.poll.interval.ms is fenced") {
@@ -292,7 +295,7 @@ TEST_CASE("group: a zombie stalled in its transaction past max.poll.interval.ms 
   REQUIRE(wait_until([&] { return !zombie.fences().empty(); }));
   const co::fenced f = zombie.fences().front();
   CHECK(f.mine() == zombie_epoch);
-  CHECK(f.current() == heir_epoch);
+  CHECK(f.current() >= heir_epoch);  // the heir's (or a later generation's, on a slow machine)
   CHECK(f.partition() == victim);
   zombie.stop();
   heir.stop();
@@ -350,7 +353,9 @@ TEST_CASE(
   // An honest member, refused: its generation is below the epoch the old group stored.
   REQUIRE(wait_until([&] { return z.fences().size() >= 2; }));
   const co::fenced f = z.fences().front();
-  CHECK(f.mine() == co::epoch::of(0, 2));
+  CHECK(f.mine().era() == 0);
+  CHECK(f.mine().generation() >= 2);  // the new group's first generation, 2 on the mock
+  CHECK(f.mine() < f.current());
   CHECK(f.current() == co::epoch::of(0, old_generation));
   CHECK(std::string(f.what()).find("bump the stream's era") != std::string::npos);
   CHECK(z.assignment().empty());  // nothing was assigned: the assignment waits, re-delivered
@@ -360,11 +365,11 @@ TEST_CASE(
   // above everything the old group stored, and reads on from the stored positions.
   db.bump_era();
   REQUIRE(wait_until([&] { return all_read(db, sent); }));
-  CHECK(z.owns(2, 2));
+  CHECK(z.owns(2, f.mine().generation()));  // the refused assignment, delivered again
   z.stop();
   z.check_no_failure();
   for (int k = 0; k < 2; ++k)
-    CHECK(db.owner(co::partition_id{k}) == co::epoch::of(1, 2));
+    CHECK(db.owner(co::partition_id{k}) == co::epoch::of(1, *z.generation()));
   reconcile(db, sent);
 }
 
