@@ -6,6 +6,7 @@
 #
 #   bench/callgrind_report.sh [path/to/overhead_bench]     prints a markdown table
 set -euo pipefail
+shopt -s inherit_errexit  # a failed run inside $(...) stops the report instead of printing 0
 bench=${1:-build/bench/bench/overhead_bench}
 [[ -x $bench ]] || { echo "callgrind_report: no benchmark at $bench (cmake --preset bench && cmake --build --preset bench)" >&2; exit 1; }
 n1=${N1:-8192}

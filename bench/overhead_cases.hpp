@@ -113,6 +113,7 @@ template <class Policy>
 struct handwritten_case {
   fixture<Policy> f;
   std::size_t batch;
+  co::epoch owner{};  // TransactionalPosition: the epoch this consumer claimed
 
   explicit handwritten_case(std::size_t b) : batch(b) { reset(); }
   void reset() {
@@ -120,8 +121,12 @@ struct handwritten_case {
     // Recovery, as a careful engineer writes it: load, check, seek.
     std::optional<co::position> stored;
     if constexpr (std::is_same_v<Policy, co::TransactionalPosition<>>) {
+      // Two consumers of one table must not both write: claim the position row for an epoch
+      // above its owner's (the pipeline's default when no owner epoch is configured).
       f.table.begin();
-      stored = f.table.load_position();
+      const co::claimed c = f.table.claim_next();
+      owner = c.owner;
+      stored = c.stored;
       f.table.commit();
     } else {
       stored = f.st.load();
@@ -163,7 +168,7 @@ struct handwritten_case {
       try {
         for (const auto& r : records)
           f.table.apply(r.source_offset, r.event);
-        f.table.store_position(end);
+        f.table.store_position(end, owner);
         f.table.commit();
       } catch (...) {
         f.table.rollback();

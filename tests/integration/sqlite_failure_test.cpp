@@ -84,7 +84,7 @@ void create_payments_with_check(const std::filesystem::path& file) {
   const int rc = sqlite3_exec(db,
                               "CREATE TABLE payments (id INTEGER NOT NULL, amount INTEGER NOT NULL"
                               " CHECK (amount >= 0), note TEXT NOT NULL, source_offset INTEGER NOT"
-                              " NULL, PRIMARY KEY (id))",
+                              " NULL, source_partition INTEGER NOT NULL, PRIMARY KEY (id))",
                               nullptr, nullptr, nullptr);
   sqlite3_close(db);
   REQUIRE(rc == SQLITE_OK);

@@ -260,6 +260,47 @@ TEST_CASE("the SQLite position store commits durably and respects an owner's cla
   CHECK(store.load() == co::position{42});
 }
 
+TEST_CASE("a position store on the sink's connection: AtLeastOnce commits rows, then position") {
+  scratch_dir dir;
+  using log_t = co::memory::log<order_event, co::Synced>;
+  log_t log;
+  for (std::int64_t i = 0; i < 10; ++i)
+    log.append(order(i % 4, i, i / 4 + 1));
+  {
+    guarded_t sink(dir / "db.sqlite");
+    sq::position_store<> store(sink);
+    // One connection: no second connection whose commits would make this one's cache stale.
+    CHECK(&store.database() == &sink.database());
+    co::pipeline<log_t, guarded_t, co::AtLeastOnce<>, co::with_store<sq::position_store<>>> p(
+        log, sink, store, co::settings{.batch_size = 4});
+    CHECK(p.run() == 10);
+    CHECK(store.load() == co::position{10});
+    CHECK(rows_of(sink.database()).size() == 4);
+    // Each commit was its own: nothing is left open on the shared connection.
+    CHECK_FALSE(sink.database().in_transaction());
+  }
+  // Durable in the file: a store with a connection of its own reads it back.
+  sq::position_store<> reopened(dir / "db.sqlite");
+  CHECK(reopened.load() == co::position{10});
+}
+
+TEST_CASE("a position store on the sink's connection refuses to commit inside its transaction") {
+  scratch_dir dir;
+  guarded_t sink(dir / "db.sqlite");
+  sq::position_store<> store(sink);
+  sink.begin();
+  sink.apply(co::offset{0}, order(1, 1, 1));
+  // It would commit with the rows, when they commit, not on its own and now.
+  CHECK_THROWS_AS(store.commit(co::position{1}), std::logic_error);
+  sink.rollback();
+  CHECK(store.load() == std::nullopt);
+  store.commit(co::position{1});
+  CHECK(store.load() == co::position{1});
+  // A store with its own connection has no such transaction to join.
+  sq::position_store<> own(dir / "db.sqlite");
+  CHECK(own.load() == co::position{1});
+}
+
 TEST_CASE("a rollback journal (DELETE + EXTRA) works the same way") {
   scratch_dir dir;
   using delete_t = sq::guarded_upsert_sink<orders_flat, sq::delete_extra>;

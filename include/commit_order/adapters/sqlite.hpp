@@ -1,9 +1,13 @@
 // commit_order/adapters/sqlite.hpp — the SQLite adapter: typed table descriptions, guarded
-// upsert / upsert / append sinks with the position in the same transaction, and a position
-// store. Links libsqlite3: target commit_order::sqlite.
+// (partition-scoped or version) upsert / upsert / append sinks with the positions of every
+// partition in the same transaction, a position store, and the operator's tools (stream_admin,
+// the migration of a database written before partitions). Links libsqlite3: target
+// commit_order::sqlite.
 #pragma once
 
+#include "commit_order/adapters/sqlite/admin.hpp"
 #include "commit_order/adapters/sqlite/connection.hpp"
+#include "commit_order/adapters/sqlite/layout.hpp"
 #include "commit_order/adapters/sqlite/position_store.hpp"
 #include "commit_order/adapters/sqlite/position_table.hpp"
 #include "commit_order/adapters/sqlite/sink.hpp"

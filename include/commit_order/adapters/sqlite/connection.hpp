@@ -471,6 +471,17 @@ class connection final {
     return c;
   }
 
+  /// Opens `file` for an operator's tool (stream_admin, the migration) without touching its
+  /// journal mode: that is a setting of the database file, chosen by the sinks that write it,
+  /// and a tool switching it would make their next open fail with durability_mismatch. The
+  /// tool's own commits run at synchronous=EXTRA, durable in every journal mode.
+  static connection open_keeping_journal(const std::filesystem::path& file,
+                                         connection_options options = {}) {
+    connection c(file, options);
+    c.exec("PRAGMA synchronous = EXTRA");
+    return c;
+  }
+
   /// Runs one or more statements that return no rows (schema set-up; not for a hot path:
   /// SQLite compiles the text on every call).
   void exec(const std::string& sql) {

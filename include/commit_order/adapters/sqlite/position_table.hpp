@@ -1,28 +1,30 @@
-// commit_order/adapters/sqlite/position_table.hpp — the row that holds a stream's position
-// and the epoch of its owner.
+// commit_order/adapters/sqlite/position_table.hpp — the rows that hold a stream's positions,
+// one per partition, with the epoch of each partition's owner; and the row that holds what
+// the stream's owners share (its era and partition count). The schema is in layout.hpp.
 //
-//   CREATE TABLE <positions> (stream TEXT PRIMARY KEY, position INTEGER, owner_epoch INTEGER)
-//
-// One row per stream partition. `position` is the next offset to read (NULL until the first
-// commit); `owner_epoch` is the generation of the consumer that owns the stream. Both the
-// transactional sinks (inside their transaction) and the SQLite position store use it, with
-// the same fencing: a position is only written while the row's epoch is the writer's.
+// Both the transactional sinks (inside their transaction) and the SQLite position store use
+// the position rows, with the same fencing: a position is only written while the row's epoch
+// is the writer's. Every statement is prepared once. Claiming is one statement that raises the
+// epoch or returns nothing; storing is one statement that changes exactly one row or fences.
+// A claim is also recorded in the claim table (who, when), in the claim's transaction.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "commit_order/adapters/sqlite/connection.hpp"
-#include "commit_order/adapters/sqlite/table.hpp"
+#include "commit_order/adapters/sqlite/layout.hpp"
+#include "commit_order/concepts.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
 
 namespace commit_order::sqlite {
 
-/// What the position row holds.
+/// What one partition's position row holds.
 struct position_row final {
   std::optional<position> stored;
   epoch owner{};
@@ -30,44 +32,61 @@ struct position_row final {
 
 namespace detail {
 
-inline std::string require_identifier(const std::string& name, std::string_view what) {
-  if (!is_identifier(name))
-    throw std::invalid_argument(concat("commit_order::sqlite: the ", what, " '", name,
-                                       "' is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"));
-  return quote_identifier(name);
-}
+// The moment a claim was made, as the claim table records it (UTC, milliseconds).
+inline constexpr std::string_view sql_now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
-/// The position row of one stream, with its statements prepared once.
+/// The position rows of one (stream, topic), with their statements prepared once. `stream` and
+/// `topic` are bound once, here: the strings live exactly as long as the statements (members of
+/// this object, which cannot move), and nothing clears bindings, so the write path binds only
+/// what changes.
 class position_table final {
  public:
-  position_table(connection& db, const std::string& table, std::string stream, bool create)
-      : stream_(std::move(stream)), table_(require_identifier(table, "position table name")) {
+  position_table(connection& db, const std::string& table, std::string stream, std::string topic,
+                 bool create)
+      : db_(&db)
+      , stream_(std::move(stream))
+      , topic_(std::move(topic))
+      , table_(require_identifier(table, "position table name")) {
+    check_positions_layout(db, table_, topic_);
     if (create)
-      db.exec(concat("CREATE TABLE IF NOT EXISTS ", table_,
-                     " (stream TEXT PRIMARY KEY NOT NULL, position INTEGER,"
-                     " owner_epoch INTEGER NOT NULL DEFAULT 0)"));
-    load_.emplace(
-        db.prepare(concat("SELECT position, owner_epoch FROM ", table_, " WHERE stream = ?1")));
+      db.exec(positions_definition(table_));
+    const std::string key = "stream = ?1 AND topic = ?2 AND \"partition\" = ?3";
+    load_.emplace(db.prepare(concat("SELECT position, owner_epoch FROM ", table_, " WHERE ", key)));
     // The WHERE makes the write conditional on ownership: a stale owner's upsert changes no
     // row, which is how it learns it was fenced, inside the transaction it must roll back.
-    store_.emplace(
-        db.prepare(concat("INSERT INTO ", table_,
-                          " (stream, position, owner_epoch) VALUES (?1, ?2, ?3)"
-                          " ON CONFLICT (stream) DO UPDATE SET position = excluded.position"
-                          " WHERE ",
-                          table_, ".owner_epoch = excluded.owner_epoch")));
-    claim_.emplace(db.prepare(concat("INSERT INTO ", table_,
-                                     " (stream, position, owner_epoch) VALUES (?1, NULL, ?2)"
-                                     " ON CONFLICT (stream) DO UPDATE SET owner_epoch ="
-                                     " excluded.owner_epoch WHERE ",
-                                     table_, ".owner_epoch <= excluded.owner_epoch")));
-    db_ = &db;
+    store_.emplace(db.prepare(concat(
+        "INSERT INTO ", table_,
+        " (stream, topic, \"partition\", position, owner_epoch) VALUES (?1, ?2, ?3, ?4, ?5)"
+        " ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET position = excluded.position"
+        " WHERE ",
+        table_, ".owner_epoch = excluded.owner_epoch")));
+    // Raises the epoch or returns nothing: one statement, so no other connection's claim can
+    // come between reading the epoch and raising it.
+    claim_.emplace(db.prepare(concat(
+        "INSERT INTO ", table_,
+        " (stream, topic, \"partition\", position, owner_epoch) VALUES (?1, ?2, ?3, NULL, ?4)"
+        " ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch ="
+        " excluded.owner_epoch WHERE ",
+        table_, ".owner_epoch <= excluded.owner_epoch RETURNING position")));
+    // A fresh claim: one above whatever the row holds (1 for a new row), in one statement.
+    claim_next_.emplace(db.prepare(
+        concat("INSERT INTO ", table_,
+               " (stream, topic, \"partition\", position, owner_epoch) VALUES (?1, ?2, ?3, NULL, 1)"
+               " ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch = ",
+               table_, ".owner_epoch + 1 RETURNING owner_epoch, position")));
+    for (statement* s : {&*load_, &*store_, &*claim_, &*claim_next_}) {
+      s->bind(1, stream_);
+      s->bind(2, topic_);
+    }
   }
 
-  [[nodiscard]] position_row load() {
+  position_table(const position_table&) = delete;
+  position_table& operator=(const position_table&) = delete;
+
+  [[nodiscard]] position_row load(partition_id k) {
     statement& s = *load_;
     reset_on_exit reset(s);
-    s.bind(1, stream_);
+    s.bind(3, k.value());
     if (!s.step())
       return {};
     position_row row;
@@ -77,45 +96,200 @@ class position_table final {
     return row;
   }
 
-  /// Writes `p` while the row's owner is `e` (or creates the row owned by `e`); throws
-  /// `fenced` when another owner holds it.
-  void store(position p, epoch e) {
+  /// Writes `p` for partition `k` while its owner is `e` (or creates the row owned by `e`);
+  /// throws `fenced` when another owner holds it. Changes exactly one row or throws.
+  void store(partition_id k, position p, epoch e) {
     {
       statement& s = *store_;
       reset_on_exit reset(s);
-      s.bind(1, stream_);
-      s.bind(2, p.value());
-      s.bind(3, e.value());
+      s.bind(3, k.value());
+      s.bind(4, p.value());
+      s.bind(5, e.value());
       s.step();
     }
-    if (db_->changes() == 0)
-      throw fenced(e, load().owner);
+    if (db_->changes() != 1) [[unlikely]]
+      throw_fenced(k, e);
   }
 
-  /// Raises the row's owner to `e` and returns its position; throws `fenced` when a newer
-  /// owner holds it.
-  std::optional<position> claim(epoch e) {
-    {
-      statement& s = *claim_;
-      reset_on_exit reset(s);
-      s.bind(1, stream_);
-      s.bind(2, e.value());
-      s.step();
+  /// Raises partition `k`'s owner to `e` and returns its position; throws `fenced` when a
+  /// newer owner holds it.
+  std::optional<position> claim(partition_id k, epoch e) {
+    statement& s = *claim_;
+    reset_on_exit reset(s);
+    s.bind(3, k.value());
+    s.bind(4, e.value());
+    // RETURNING yields the row only when the INSERT or the UPDATE happened: none means the
+    // WHERE kept a newer owner.
+    if (!s.step())
+      throw_fenced(k, e);
+    std::optional<position> stored;
+    if (!s.column_is_null(0))
+      stored = position{s.column_int64(0)};
+    while (s.step()) {
     }
-    const bool raised = db_->changes() != 0;
-    const position_row row = load();
-    if (!raised)
-      throw fenced(e, row.owner);
-    return row.stored;
+    return stored;
+  }
+
+  /// Raises partition `k`'s owner epoch by one and returns it with the stored position.
+  claimed claim_next(partition_id k) {
+    statement& s = *claim_next_;
+    reset_on_exit reset(s);
+    s.bind(3, k.value());
+    claimed c{};
+    if (s.step()) {
+      c.owner = epoch{s.column_int64(0)};
+      if (!s.column_is_null(1))
+        c.stored = position{s.column_int64(1)};
+      while (s.step()) {
+      }
+    }
+    return c;
+  }
+
+  [[nodiscard]] const std::string& stream() const noexcept { return stream_; }
+  [[nodiscard]] const std::string& topic() const noexcept { return topic_; }
+
+ private:
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_fenced(partition_id k, epoch e) {
+    throw fenced(e, load(k).owner, k);
+  }
+
+  connection* db_;
+  std::string stream_;
+  std::string topic_;
+  std::string table_;
+  std::optional<statement> load_;
+  std::optional<statement> store_;
+  std::optional<statement> claim_;
+  std::optional<statement> claim_next_;
+};
+
+/// The record of every claim of one (stream, topic): partition, epoch, member, time. Written in
+/// the claim's transaction, so a claim rolled back (fenced, a failed check) leaves no record.
+class claim_table final {
+ public:
+  claim_table(connection& db, const std::string& table, std::string stream, std::string topic,
+              std::string member, bool create)
+      : stream_(std::move(stream))
+      , topic_(std::move(topic))
+      , member_(std::move(member))
+      , table_(require_identifier(table, "claim table name")) {
+    if (create)
+      db.exec(claims_definition(table_));
+    // Claiming again at the epoch one holds (a restart of the same owner) updates its record.
+    record_.emplace(db.prepare(
+        concat("INSERT INTO ", table_,
+               " (stream, topic, \"partition\", owner_epoch, owner_member, claimed_at)"
+               " VALUES (?1, ?2, ?3, ?4, ?5, ",
+               sql_now,
+               ") ON CONFLICT (stream, topic, \"partition\", owner_epoch) DO UPDATE SET"
+               " owner_member = excluded.owner_member, claimed_at = excluded.claimed_at")));
+    record_->bind(1, stream_);
+    record_->bind(2, topic_);
+    if (member_.empty())
+      record_->bind_null(5);
+    else
+      record_->bind(5, member_);
+  }
+
+  claim_table(const claim_table&) = delete;
+  claim_table& operator=(const claim_table&) = delete;
+
+  void record(partition_id k, epoch e) {
+    statement& s = *record_;
+    reset_on_exit reset(s);
+    s.bind(3, k.value());
+    s.bind(4, e.value());
+    s.step();
   }
 
  private:
   std::string stream_;
+  std::string topic_;
+  std::string member_;
   std::string table_;
-  connection* db_ = nullptr;
-  std::optional<statement> load_;
-  std::optional<statement> store_;
-  std::optional<statement> claim_;
+  std::optional<statement> record_;
+};
+
+/// The row of what a stream's owners share: its era and the partition count recorded at the
+/// first claim. Not on the write path: read and written when partitions are claimed, and by
+/// an operator.
+class stream_table final {
+ public:
+  stream_table(connection& db, const std::string& table, std::string stream, std::string topic,
+               bool create)
+      : stream_(std::move(stream))
+      , topic_(std::move(topic))
+      , table_(require_identifier(table, "stream table name")) {
+    if (create)
+      db.exec(streams_definition(table_));
+    const std::string key = " WHERE stream = ?1 AND topic = ?2";
+    read_.emplace(db.prepare(concat("SELECT era, partition_count FROM ", table_, key)));
+    set_count_.emplace(db.prepare(
+        concat("INSERT INTO ", table_,
+               " (stream, topic, partition_count) VALUES (?1, ?2, ?3) ON CONFLICT (stream, topic)"
+               " DO UPDATE SET partition_count = excluded.partition_count")));
+    bump_.emplace(db.prepare(concat("INSERT INTO ", table_,
+                                    " (stream, topic, era) VALUES (?1, ?2, 1) ON CONFLICT"
+                                    " (stream, topic) DO UPDATE SET era = ",
+                                    table_, ".era + 1 RETURNING era")));
+    for (statement* s : {&*read_, &*set_count_, &*bump_}) {
+      s->bind(1, stream_);
+      s->bind(2, topic_);
+    }
+  }
+
+  stream_table(const stream_table&) = delete;
+  stream_table& operator=(const stream_table&) = delete;
+
+  /// The stream's era (0 until an operator bumps it).
+  [[nodiscard]] std::int64_t era() {
+    statement& s = *read_;
+    reset_on_exit reset(s);
+    return s.step() ? s.column_int64(0) : 0;
+  }
+
+  /// The partition count recorded at the first claim (none before it, or after the operator
+  /// told the stream to forget it).
+  [[nodiscard]] std::optional<std::size_t> partition_count() {
+    statement& s = *read_;
+    reset_on_exit reset(s);
+    if (!s.step() || s.column_is_null(1))
+      return std::nullopt;
+    return static_cast<std::size_t>(s.column_int64(1));
+  }
+
+  /// Records `n` as the partition count (none: forget it, the next claim records what it sees).
+  void set_partition_count(std::optional<std::size_t> n) {
+    statement& s = *set_count_;
+    reset_on_exit reset(s);
+    if (n)
+      s.bind(3, static_cast<std::int64_t>(*n));
+    else
+      s.bind_null(3);
+    s.step();
+  }
+
+  /// Raises the era by one and returns it.
+  std::int64_t bump_era() {
+    statement& s = *bump_;
+    reset_on_exit reset(s);
+    std::int64_t era = 0;
+    if (s.step()) {
+      era = s.column_int64(0);
+      while (s.step()) {
+      }
+    }
+    return era;
+  }
+
+ private:
+  std::string stream_;
+  std::string topic_;
+  std::string table_;
+  std::optional<statement> read_;
+  std::optional<statement> set_count_;
+  std::optional<statement> bump_;
 };
 
 }  // namespace detail
