@@ -37,3 +37,21 @@ commit_order_adapter(file PACKAGE ZLIB LINK ZLIB::ZLIB WHAT "the file adapter")
 # commit_order::sqlite — the SQLite sinks and position store.
 commit_order_adapter(sqlite PACKAGE SQLite3 LINK SQLite::SQLite3 WHAT "the SQLite adapter")
 
+# commit_order::kafka — the Kafka sources and the committed-offset position store, on
+# librdkafka (Debian ships no CMake config for it: pkg-config finds it).
+find_package(PkgConfig ${commit_order_adapter_mode})
+if(PkgConfig_FOUND)
+  pkg_check_modules(RDK ${commit_order_adapter_mode} IMPORTED_TARGET rdkafka>=2.0.2)
+endif()
+if(RDK_FOUND)
+  add_library(commit_order_kafka INTERFACE)
+  add_library(commit_order::kafka ALIAS commit_order_kafka)
+  set_target_properties(commit_order_kafka PROPERTIES EXPORT_NAME kafka)
+  target_link_libraries(commit_order_kafka INTERFACE commit_order PkgConfig::RDK)
+  list(APPEND COMMIT_ORDER_INSTALLED_ADAPTERS commit_order_kafka)
+  # The exported target names PkgConfig::RDK: a consumer recreates it the same way.
+  string(APPEND COMMIT_ORDER_ADAPTER_DEPENDENCIES
+         "find_dependency(PkgConfig)\npkg_check_modules(RDK REQUIRED IMPORTED_TARGET rdkafka>=2.0.2)\n")
+else()
+  message(STATUS "commit_order: librdkafka not found, the Kafka adapter is not built")
+endif()

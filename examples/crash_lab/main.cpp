@@ -2,9 +2,11 @@
 // crash_lab — kills real consumer processes and shows what each commit order lost or
 // duplicated.
 //
-//   crash_lab [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U] [--keep DIR]
+//   crash_lab [--source file|kafka] [--records N] [--kills K] [--seed S] [--batch B]
+//             [--pace-us U] [--keep DIR]
 //
-// Writes N order events to a file log, then for each of AtMostOnce<AutoCommit>, AtMostOnce,
+// Writes N order events to a file log (or, with --source kafka, to a topic of librdkafka's mock
+// cluster, which this process hosts), then for each of AtMostOnce<AutoCommit>, AtMostOnce,
 // AtLeastOnce and TransactionalPosition starts a consumer (this program with --child) on a
 // fresh SQLite database, SIGKILLs it K times at random moments, restarts it until the log is
 // consumed, and reconciles the table against the log. Exit code 0 only if every policy kept
@@ -23,8 +25,11 @@
 namespace {
 
 void usage(std::ostream& os) {
-  os << "usage: crash_lab [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U]"
-        " [--keep DIR]\n"
+  os << "usage: crash_lab [--source file|kafka] [--records N] [--kills K] [--seed S]"
+        " [--batch B] [--pace-us U] [--keep DIR]\n"
+        "  --source S   where the orders are: a file log (default) or a Kafka topic (a mock\n"
+        "               cluster in this process; positions in Kafka's committed offsets for\n"
+        "               AtMostOnce and AtMostOnce<AutoCommit>, librdkafka's own auto-commit)\n"
         "  --records N  order events in the log (default 2000)\n"
         "  --kills K    SIGKILLs per policy (default 10)\n"
         "  --seed S     seeds the events and the kill times (default 1)\n"
@@ -51,7 +56,12 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc)
         throw std::invalid_argument("missing value after " + std::string(flag));
       const std::string value = argv[++i];
-      if (flag == "--records")
+      if (flag == "--source") {
+        const auto source = crash_lab::parse_source(value);
+        if (!source)
+          throw std::invalid_argument("--source is file or kafka, not " + value);
+        config.source = *source;
+      } else if (flag == "--records")
         config.records = std::stoll(value);
       else if (flag == "--kills")
         config.kills = std::stoi(value);
@@ -90,8 +100,10 @@ int main(int argc, char** argv) {
   config.progress = [](const std::string& line) { std::cout << line << std::endl; };
 
   std::cout << "crash_lab: " << config.records << " order events over " << config.orders
-            << " orders, " << config.kills << " kills per policy, batch " << config.batch
-            << ", seed " << config.seed << ", in " << config.work_dir.string() << "\n";
+            << " orders in a "
+            << (config.source == crash_lab::source_kind::kafka ? "Kafka topic" : "file log") << ", "
+            << config.kills << " kills per policy, batch " << config.batch << ", seed "
+            << config.seed << ", in " << config.work_dir.string() << "\n";
   int status = 0;
   try {
     const auto outcomes = crash_lab::run_lab(

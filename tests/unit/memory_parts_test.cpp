@@ -2,7 +2,12 @@
 // The testing kit: its log, table and store behave like the real things they stand in for.
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <optional>
 #include <vector>
+
+#include <commit_order/adapters/memory.hpp>
+#include <commit_order/commit_order.hpp>
 
 #include "support/orders.hpp"
 
@@ -114,4 +119,74 @@ TEST_CASE("memory position store: load what was committed") {
   s.commit(co::position{9});
   CHECK(s.load() == co::position{9});
   CHECK(s.commits() == 2);
+}
+
+namespace {
+
+struct part_event {
+  std::int64_t id;
+  std::int64_t value;
+};
+using part_table = co::memory::table<
+    part_event, co::key<&part_event::id>,
+    co::capabilities<co::Idempotent, co::OffsetGuarded, co::PartitionScoped, co::Transactional>>;
+
+// The table, failing once (the world's failure, not the record's) at the n-th row written.
+struct failing_once final {
+  using row_type = part_event;
+  using key_type = co::key<&part_event::id>;
+  using capabilities = part_table::capabilities;
+  part_table* t;
+  int fail_at;
+  int rows = 0;
+  co::write_outcome apply(co::offset o, const part_event& e) {
+    return apply(co::partition_id{0}, o, e);
+  }
+  co::write_outcome apply(co::partition_id k, co::offset o, const part_event& e) {
+    if (rows++ == fail_at)
+      throw co::infrastructure_error("the table is unavailable, once");
+    return t->apply(k, o, e);
+  }
+  void begin() { t->begin(); }
+  void commit() { t->commit(); }
+  void rollback() noexcept { t->rollback(); }
+  void store_position(co::partition_id k, co::position p) { t->store_position(k, p); }
+  void store_position(co::partition_id k, co::position p, co::epoch e) {
+    t->store_position(k, p, e);
+  }
+  [[nodiscard]] std::optional<co::position> load_position(co::partition_id k) const {
+    return t->load_position(k);
+  }
+  std::optional<co::position> claim(co::partition_id k, co::epoch e) { return t->claim(k, e); }
+  co::claimed claim_next(co::partition_id k) { return t->claim_next(k); }
+  [[nodiscard]] std::int64_t era() const { return t->era(); }
+  void check_partition_count(std::size_t n) { t->check_partition_count(n); }
+};
+
+}  // namespace
+
+TEST_CASE("memory group: after a failure the member delivers its assignment again") {
+  for (const auto protocol :
+       {co::memory::rebalance_protocol::eager, co::memory::rebalance_protocol::cooperative}) {
+    co::memory::partitioned_log<part_event> log(2);
+    for (std::int64_t i = 0; i < 20; ++i)
+      log.append(co::partition_id{static_cast<std::int32_t>(i % 2)}, part_event{i, i});
+    co::memory::group<part_event> g(log, protocol);
+    auto consumer = g.consumer_of(g.join());
+    part_table table;
+    failing_once sink{&table, 5};
+    co::pipeline<decltype(consumer), failing_once, co::TransactionalPosition<>> p(
+        consumer, sink, co::settings{.batch_size = 4});
+    CHECK(p.poll_once() == 4);
+    CHECK_THROWS_AS(p.poll_once(), co::infrastructure_error);
+    // Recovering, the pipeline trusts nothing of the assignment it took: the member delivers it
+    // again (claimed at the same generation), and each partition restarts at its stored
+    // position. Before, the member kept quiet, and every later unit was fenced at epoch -1.
+    while (p.poll_once() != 0) {
+    }
+    CHECK(table.size() == 20);
+    CHECK(table.load_position(co::partition_id{0}) == co::position{10});
+    CHECK(table.load_position(co::partition_id{1}) == co::position{10});
+    CHECK(table.owner(co::partition_id{0}) == co::epoch::of(0, g.generation()));
+  }
 }

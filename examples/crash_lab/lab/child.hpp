@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSL-1.0
 // crash_lab/lab/child.hpp — the consumer process the supervisor starts and kills.
 //
-//   <exe> --child <policy> <log dir> <database> <position file> <batch> <pace µs> <interval ms>
+//   <exe> --child <policy> <source> <log dir | bootstrap servers> <database> <position file>
+//         <batch> <pace µs> <interval ms>
 //
-// It recovers, consumes the log to its end through the policy's pipeline, and exits 0. It
+// It recovers, consumes the log (or the Kafka topic) to its end through the policy's pipeline,
+// and exits 0. It
 // tells the supervisor what it does on stdout, one line per event, written with write(2) so
 // that a line is in the pipe the moment the step it reports has happened, even if SIGKILL
 // arrives next:
@@ -30,6 +32,7 @@
 #include <commit_order/adapters/memory/forwarding_sink.hpp>
 #include <commit_order/commit_order.hpp>
 
+#include "lab/kafka.hpp"
 #include "lab/orders.hpp"
 #include "lab/policies.hpp"
 
@@ -38,7 +41,9 @@ namespace crash_lab {
 /// What the child is told on its command line.
 struct child_args {
   policy_id policy = policy_id::transactional;
+  source_kind source = source_kind::file;
   std::filesystem::path log_dir;
+  std::string bootstrap;  ///< the Kafka cluster's, for source_kind::kafka
   std::filesystem::path database;
   std::filesystem::path position_file;
   std::size_t batch = 8;
@@ -57,7 +62,8 @@ inline bool is_child_invocation(int argc, char** argv) {
 inline std::vector<std::string> child_command_line(const child_args& a) {
   return {std::string(child_flag),
           std::string(flag_name(a.policy)),
-          a.log_dir.string(),
+          std::string(source_name(a.source)),
+          a.source == source_kind::kafka ? a.bootstrap : a.log_dir.string(),
           a.database.string(),
           a.position_file.string(),
           std::to_string(a.batch),
@@ -120,14 +126,25 @@ inline sq::sink_options lab_sink_options() {
   return sq::sink_options{.stream = std::string(stream_name)};
 }
 
+// Consumes to `end`. A file log that returns nothing is at its end; a Kafka poll can come back
+// empty while the next fetch is on its way, so it is given time (and a deadline).
 template <class Pipeline>
-int drive(Pipeline& pipeline, const order_log& log, const reporter& report) {
+int drive(Pipeline& pipeline, co::position end, source_kind source, const reporter& report) {
+  using clock = std::chrono::steady_clock;
   report.line("ready", pipeline.recover().value());
-  while (pipeline.poll_once() != 0)
-    report.line("at", pipeline.read_position().value());
-  if (pipeline.read_position() != log.end()) {
+  auto last_progress = clock::now();
+  while (pipeline.read_position() < end) {
+    if (pipeline.poll_once() != 0) {
+      report.line("at", pipeline.read_position().value());
+      last_progress = clock::now();
+    } else if (source == source_kind::file ||
+               clock::now() - last_progress > std::chrono::seconds(30)) {
+      break;
+    }
+  }
+  if (pipeline.read_position() != end) {
     std::cerr << "crash_lab child: stopped at " << pipeline.read_position()
-              << " before the end of the log " << log.end() << "\n";
+              << " before the end of the log " << end << "\n";
     return 3;
   }
   report.line("done", pipeline.read_position().value());
@@ -136,11 +153,12 @@ int drive(Pipeline& pipeline, const order_log& log, const reporter& report) {
 
 }  // namespace detail
 
-/// Consumes the log under the policy `a.policy`; returns the process exit code.
-inline int run_child(const child_args& a) {
+/// Consumes the file log under the policy `a.policy`; returns the process exit code.
+inline int run_file_child(const child_args& a) {
   const reporter report;
   order_log log(a.log_dir, lab_log_options());
   const co::settings settings{.batch_size = a.batch, .auto_commit_interval = a.auto_commit};
+  const co::position end = log.end();
   switch (a.policy) {
     case policy_id::at_most_once_auto: {
       using sink_t = paced<sq::upsert_sink<orders_flat>>;
@@ -149,7 +167,7 @@ inline int run_child(const child_args& a) {
       store_t store(a.database, sq::store_options{.stream = std::string(stream_name)});
       co::pipeline<order_log, sink_t, co::AtMostOnce<co::AutoCommit>, co::with_store<store_t>> p(
           log, sink, store, settings);
-      return detail::drive(p, log, report);
+      return detail::drive(p, end, a.source, report);
     }
     case policy_id::at_most_once: {
       using sink_t = paced<sq::append_sink<orders_flat>>;
@@ -158,7 +176,7 @@ inline int run_child(const child_args& a) {
       store_t store(a.position_file);
       co::pipeline<order_log, sink_t, co::AtMostOnce<>, co::with_store<store_t>> p(log, sink, store,
                                                                                    settings);
-      return detail::drive(p, log, report);
+      return detail::drive(p, end, a.source, report);
     }
     case policy_id::at_least_once: {
       using sink_t = paced<sq::guarded_upsert_sink<orders_flat>>;
@@ -167,35 +185,102 @@ inline int run_child(const child_args& a) {
       store_t store(a.position_file);
       co::pipeline<order_log, sink_t, co::AtLeastOnce<>, co::with_store<store_t>> p(
           log, sink, store, settings);
-      return detail::drive(p, log, report);
+      return detail::drive(p, end, a.source, report);
     }
     case policy_id::transactional: {
       using sink_t = paced<sq::guarded_upsert_sink<orders_flat>>;
       sink_t sink(a.pace, report, a.database, detail::lab_sink_options());
       co::pipeline<order_log, sink_t, co::TransactionalPosition<>> p(log, sink, settings);
-      return detail::drive(p, log, report);
+      return detail::drive(p, end, a.source, report);
     }
   }
   return 2;
+}
+
+/// Consumes the Kafka topic under the policy `a.policy` (the sinks are the file log's; the
+/// positions are where policies.hpp's position_in_kafka says); returns the exit code.
+inline int run_kafka_child(const child_args& a) {
+  const reporter report;
+  const co::settings settings{.batch_size = a.batch, .auto_commit_interval = a.auto_commit};
+  const auto options = kafka_options(a.bootstrap, a.policy);
+  switch (a.policy) {
+    case policy_id::at_most_once_auto: {
+      // librdkafka's own auto-commit: enable.auto.commit=true, every auto_commit ms.
+      using policy_t = co::AtMostOnce<co::AutoCommit>;
+      using source_t = kf::partition_source<order_event, policy_t>;
+      using sink_t = paced<sq::upsert_sink<orders_flat>>;
+      source_t source(options, kafka_partition, settings);
+      kf::partition_offset_store store(source);
+      sink_t sink(a.pace, report, a.database, detail::lab_sink_options());
+      co::pipeline<source_t, sink_t, policy_t, co::with_store<kf::partition_offset_store>> p(
+          source, sink, store, settings);
+      return detail::drive(p, source.end(), a.source, report);
+    }
+    case policy_id::at_most_once: {
+      using policy_t = co::AtMostOnce<>;
+      using source_t = kf::partition_source<order_event, policy_t>;
+      using sink_t = paced<sq::append_sink<orders_flat>>;
+      source_t source(options, kafka_partition, settings);
+      kf::partition_offset_store store(source);
+      sink_t sink(a.pace, report, a.database, detail::lab_sink_options());
+      co::pipeline<source_t, sink_t, policy_t, co::with_store<kf::partition_offset_store>> p(
+          source, sink, store, settings);
+      return detail::drive(p, source.end(), a.source, report);
+    }
+    case policy_id::at_least_once: {
+      using policy_t = co::AtLeastOnce<>;
+      using source_t = kf::partition_source<order_event, policy_t>;
+      using sink_t = paced<sq::guarded_upsert_sink<orders_flat>>;
+      using store_t = co::file::position_store;
+      source_t source(options, kafka_partition, settings);
+      store_t store(a.position_file);
+      sink_t sink(a.pace, report, a.database, detail::lab_sink_options());
+      co::pipeline<source_t, sink_t, policy_t, co::with_store<store_t>> p(source, sink, store,
+                                                                          settings);
+      return detail::drive(p, source.end(), a.source, report);
+    }
+    case policy_id::transactional: {
+      using policy_t = co::TransactionalPosition<>;
+      using source_t = kf::partition_source<order_event, policy_t>;
+      using sink_t = paced<sq::guarded_upsert_sink<orders_flat>>;
+      source_t source(options, kafka_partition, settings);
+      sink_t sink(a.pace, report, a.database, detail::lab_sink_options());
+      co::pipeline<source_t, sink_t, policy_t> p(source, sink, settings);
+      return detail::drive(p, source.end(), a.source, report);
+    }
+  }
+  return 2;
+}
+
+/// Consumes the orders under the policy `a.policy`; returns the process exit code.
+inline int run_child(const child_args& a) {
+  return a.source == source_kind::kafka ? run_kafka_child(a) : run_file_child(a);
 }
 
 /// The child's main: parses `<exe> --child ...` and runs it. Exit codes: 0 consumed to the
 /// end, 2 bad command line or an error (printed on stderr), 3 stopped early.
 inline int child_main(int argc, char** argv) {
   try {
-    if (argc != 9)
-      throw std::invalid_argument("expected 7 arguments after --child");
+    if (argc != 10)
+      throw std::invalid_argument("expected 8 arguments after --child");
     const auto policy = parse_policy(argv[2]);
     if (!policy)
       throw std::invalid_argument(std::string("unknown policy ") + argv[2]);
+    const auto source = parse_source(argv[3]);
+    if (!source)
+      throw std::invalid_argument(std::string("unknown source ") + argv[3]);
     child_args a;
     a.policy = *policy;
-    a.log_dir = argv[3];
-    a.database = argv[4];
-    a.position_file = argv[5];
-    a.batch = static_cast<std::size_t>(std::stoull(argv[6]));
-    a.pace = std::chrono::microseconds(std::stoll(argv[7]));
-    a.auto_commit = std::chrono::milliseconds(std::stoll(argv[8]));
+    a.source = *source;
+    if (a.source == source_kind::kafka)
+      a.bootstrap = argv[4];
+    else
+      a.log_dir = argv[4];
+    a.database = argv[5];
+    a.position_file = argv[6];
+    a.batch = static_cast<std::size_t>(std::stoull(argv[7]));
+    a.pace = std::chrono::microseconds(std::stoll(argv[8]));
+    a.auto_commit = std::chrono::milliseconds(std::stoll(argv[9]));
     return run_child(a);
   } catch (const std::exception& e) {
     std::cerr << "crash_lab child: " << e.what() << "\n";

@@ -53,20 +53,30 @@ inline co::file::log_options lab_log_options() {
   return co::file::log_options{.segment_bytes = 16 * 1024};
 }
 
-/// Writes `records` events over `orders` orders into a fresh log in `dir`: each event picks an
-/// order at random, so most events update an order an earlier event created.
-inline void write_orders(const std::filesystem::path& dir, std::int64_t records,
-                         std::int64_t orders, std::uint64_t seed) {
-  std::filesystem::remove_all(dir);
-  order_producer_log log(dir, lab_log_options());
+/// `records` events over `orders` orders: each event picks an order at random, so most events
+/// update an order an earlier event created.
+inline std::vector<order_event> generate_orders(std::int64_t records, std::int64_t orders,
+                                                std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::int64_t> pick_order(1, orders);
   std::uniform_int_distribution<std::int64_t> pick_total(100, 500000);
   std::map<std::int64_t, std::int64_t> seq;
+  std::vector<order_event> events;
+  events.reserve(static_cast<std::size_t>(records));
   for (std::int64_t i = 0; i < records; ++i) {
     const std::int64_t id = pick_order(rng);
-    log.append(order_event{id, 100 + (id * 7919) % 53, pick_total(rng), ++seq[id]});
+    events.push_back(order_event{id, 100 + (id * 7919) % 53, pick_total(rng), ++seq[id]});
   }
+  return events;
+}
+
+/// Writes generate_orders(records, orders, seed) into a fresh log in `dir`.
+inline void write_orders(const std::filesystem::path& dir, std::int64_t records,
+                         std::int64_t orders, std::uint64_t seed) {
+  std::filesystem::remove_all(dir);
+  order_producer_log log(dir, lab_log_options());
+  for (const order_event& e : generate_orders(records, orders, seed))
+    log.append(e);
   log.flush();
 }
 

@@ -70,4 +70,30 @@ constexpr bool appends(policy_id p) noexcept {
 /// The stream name of the position row (in the sink's or the store's position table).
 inline constexpr std::string_view stream_name = "orders";
 
+/// Where the orders are: a file log, or a topic of librdkafka's mock cluster, hosted by the
+/// supervisor and read by the children over loopback.
+enum class source_kind { file, kafka };
+
+constexpr std::string_view source_name(source_kind s) noexcept {
+  return s == source_kind::kafka ? "kafka" : "file";
+}
+
+inline std::optional<source_kind> parse_source(std::string_view name) noexcept {
+  if (name == "file")
+    return source_kind::file;
+  if (name == "kafka")
+    return source_kind::kafka;
+  return std::nullopt;
+}
+
+/// Whether, reading from Kafka, policy p keeps its position in Kafka's committed offsets:
+/// AtMostOnce<AutoCommit> (librdkafka's own auto-commit) and AtMostOnce (a synchronous commit
+/// before the write). AtLeastOnce keeps it in the position file: rule R9a refuses Kafka's
+/// replicated offsets as the position of rows in one machine's SQLite file (a lost machine
+/// would take the rows, and Kafka would still vouch for them). TransactionalPosition keeps it in
+/// the SQLite transaction, as it does reading the file log.
+constexpr bool position_in_kafka(policy_id p) noexcept {
+  return p == policy_id::at_most_once_auto || p == policy_id::at_most_once;
+}
+
 }  // namespace crash_lab

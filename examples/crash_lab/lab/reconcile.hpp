@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,9 +42,13 @@ struct snapshot {
   }
 };
 
-/// Reads the table and the stored position of `policy`'s run.
-inline snapshot take_snapshot(policy_id policy, const std::filesystem::path& database,
-                              const std::filesystem::path& position_file) {
+/// Reads the table and the stored position of `policy`'s run. `kafka_committed`, when given,
+/// reads the position of a policy that keeps it in Kafka's committed offsets (a run on the
+/// Kafka topic, see position_in_kafka).
+inline snapshot take_snapshot(
+    policy_id policy, const std::filesystem::path& database,
+    const std::filesystem::path& position_file,
+    const std::function<std::optional<co::position>()>& kafka_committed = {}) {
   snapshot s;
   if (std::filesystem::exists(database)) {
     auto db = sq::connection::open<sq::wal_full>(database);
@@ -63,7 +68,8 @@ inline snapshot take_snapshot(policy_id policy, const std::filesystem::path& dat
             order_event{q.column_int64(0), q.column_int64(1), q.column_int64(2), q.column_int64(3)},
             q.column_int64(4)});
     }
-    if (policy == policy_id::at_most_once_auto || policy == policy_id::transactional) {
+    if (policy == policy_id::transactional ||
+        (policy == policy_id::at_most_once_auto && !kafka_committed)) {
       if (has_table("commit_order_positions")) {
         auto q = db.prepare("SELECT position FROM commit_order_positions WHERE stream = ?1");
         q.bind(1, stream_name);
@@ -72,7 +78,9 @@ inline snapshot take_snapshot(policy_id policy, const std::filesystem::path& dat
       }
     }
   }
-  if (policy == policy_id::at_most_once || policy == policy_id::at_least_once)
+  if (kafka_committed && position_in_kafka(policy))
+    s.stored = kafka_committed();
+  else if (policy == policy_id::at_most_once || policy == policy_id::at_least_once)
     s.stored = co::file::position_store(position_file).load();
   return s;
 }

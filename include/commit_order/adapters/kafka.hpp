@@ -1,0 +1,13 @@
+// commit_order/adapters/kafka.hpp — the Kafka adapter, on librdkafka: group-managed and
+// manually assigned sources, Kafka's committed offsets as a position store, lag reports of a
+// sink's positions, and (testing kit) librdkafka's in-process mock cluster with a producer.
+// Links librdkafka: target commit_order::kafka.
+#pragma once
+
+#include "commit_order/adapters/kafka/codec.hpp"
+#include "commit_order/adapters/kafka/errors.hpp"
+#include "commit_order/adapters/kafka/lag_reports.hpp"
+#include "commit_order/adapters/kafka/mock_cluster.hpp"
+#include "commit_order/adapters/kafka/offset_store.hpp"
+#include "commit_order/adapters/kafka/options.hpp"
+#include "commit_order/adapters/kafka/source.hpp"

@@ -1,0 +1,123 @@
+// commit_order/adapters/kafka/errors.hpp — what the Kafka adapter reports instead of guessing.
+//
+// Every failure of librdkafka, the brokers or the group coordinator is a `client_error` (an
+// infrastructure_error: never the record's fault, the position does not move past it) carrying
+// librdkafka's error code. Errors the client recovers from by itself (a dropped connection, a
+// leader that moved, a coordinator being elected) are retried without skipping a record and
+// counted, never thrown; what it cannot recover from is thrown, typed.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "commit_order/errors.hpp"
+#include "commit_order/offset.hpp"
+
+namespace commit_order::kafka {
+
+/// A librdkafka call, a broker or the group coordinator failed. `code()` is librdkafka's.
+class client_error : public infrastructure_error {
+ public:
+  client_error(const std::string& operation, rd_kafka_resp_err_t code,
+               const std::string& detail = {})
+      : infrastructure_error(describe(operation, code, detail)), code_(code) {}
+
+  [[nodiscard]] rd_kafka_resp_err_t code() const noexcept { return code_; }
+  /// librdkafka's name of the code, e.g. "ILLEGAL_GENERATION" or "_TRANSPORT".
+  [[nodiscard]] const char* code_name() const noexcept { return rd_kafka_err2name(code_); }
+
+ private:
+  static std::string describe(const std::string& operation, rd_kafka_resp_err_t code,
+                              const std::string& detail) {
+    std::string s = "commit_order::kafka: " + operation + " failed: " + rd_kafka_err2name(code) +
+                    " (" + rd_kafka_err2str(code) + ")";
+    if (!detail.empty())
+      s += "; " + detail;
+    return s;
+  }
+
+  rd_kafka_resp_err_t code_;
+};
+
+/// The group coordinator refused an offset commit: this member's generation is stale or it is
+/// no longer a member (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
+/// FENCED_INSTANCE_ID). The position did not move; the partition's next owner starts from the
+/// last commit that was accepted, so the records since are read again, never skipped.
+class commit_refused final : public client_error {
+ public:
+  commit_refused(partition_id partition, position at, rd_kafka_resp_err_t code)
+      : client_error("committing position " + std::to_string(at.value()) + " of partition " +
+                         std::to_string(partition.value()),
+                     code,
+                     "the group coordinator checks the member and its generation, and this "
+                     "member lost the partition in a rebalance; its records will be read again "
+                     "by the partition's next owner")
+      , partition_(partition)
+      , at_(at) {}
+
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
+  [[nodiscard]] position at() const noexcept { return at_; }
+
+ private:
+  partition_id partition_;
+  position at_;
+};
+
+/// A partition failed for good while it was being read (its topic was deleted, the client is
+/// not authorised to read it, librdkafka raised a fatal error): the pipeline stops, with the
+/// position where the last commit left it.
+class partition_failed final : public client_error {
+ public:
+  partition_failed(partition_id partition, rd_kafka_resp_err_t code, const std::string& detail)
+      : client_error("reading partition " + std::to_string(partition.value()), code, detail)
+      , partition_(partition) {}
+
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
+
+ private:
+  partition_id partition_;
+};
+
+/// The consumer configuration contradicts what the pipeline's policy needs (auto-commit under a
+/// policy that commits after the write, an auto.offset.reset that would skip records, ...).
+/// Refused, never silently overridden: the message names the property and what to do.
+class configuration_refused final : public error {
+ public:
+  using error::error;
+};
+
+/// A message's payload cannot be decoded into the event type. The source stops before it (the
+/// records before it are delivered first): a poison message is the producer's bug to fix, or a
+/// codec returning a variant lets the transform and the error handling deal with it.
+class undecodable_message final : public error {
+ public:
+  undecodable_message(partition_id partition, offset at, const std::string& why)
+      : error("commit_order::kafka: the message at offset " + std::to_string(at.value()) +
+              " of partition " + std::to_string(partition.value()) + " cannot be decoded: " + why)
+      , partition_(partition)
+      , at_(at) {}
+
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
+  [[nodiscard]] offset at() const noexcept { return at_; }
+
+ private:
+  partition_id partition_;
+  offset at_;
+};
+
+/// librdkafka's serialised consumer-group metadata is not in the format this adapter reads the
+/// group generation from (librdkafka 2.0.2 has no getter for it). Reading a wrong number would
+/// make a wrong owner epoch, so the adapter stops instead.
+class unknown_group_metadata final : public error {
+ public:
+  explicit unknown_group_metadata(const std::string& why)
+      : error(
+            "commit_order::kafka: cannot read the group generation from librdkafka's "
+            "consumer-group metadata: " +
+            why + " (this adapter reads the \"CGMDv2:\" format of librdkafka 2.0.x)") {}
+};
+
+}  // namespace commit_order::kafka

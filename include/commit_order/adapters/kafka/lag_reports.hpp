@@ -1,0 +1,158 @@
+// commit_order/adapters/kafka/lag_reports.hpp — a sink whose committed positions are also
+// reported to Kafka, for lag tools.
+//
+// Under TransactionalPosition the position lives in the sink's transaction and Kafka's consumer
+// group knows nothing of it: lag dashboards (kafka-consumer-groups, Burrow, ...) see no
+// progress, and a group that never commits offsets is deleted as soon as it is empty, which
+// restarts its generations (see the era bump in docs/adapters.md). `lag_reports<Sink>` wraps
+// the sink: once a transaction has committed, the positions it stored are committed to Kafka
+// asynchronously, through the source's consumer. The report is never read back as the
+// position — the sink's stays the truth — and a failed report changes nothing but a counter
+// (the source's background_commit_failures()).
+//
+//   kafka::lag_reports<Sink> reported(sink, source);
+//   pipeline<Source, kafka::lag_reports<Sink>, TransactionalPosition<>> p(source, reported);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "commit_order/adapters/kafka/detail/consumer_core.hpp"
+#include "commit_order/capabilities.hpp"
+#include "commit_order/concepts.hpp"
+#include "commit_order/key.hpp"
+#include "commit_order/offset.hpp"
+
+namespace commit_order::kafka {
+
+namespace detail {
+// Only a keyed sink has a key: a wrapped append sink must not look like it dedups.
+template <class Sink, bool Keyed = !std::is_same_v<sink_key_t<Sink>, no_key>>
+struct key_of {};
+template <class Sink>
+struct key_of<Sink, true> {
+  using key_type = sink_key_t<Sink>;
+};
+}  // namespace detail
+
+template <class Sink>
+class lag_reports final : public detail::key_of<Sink> {
+  static_assert(declares_capabilities<Sink>,
+                "commit_order::kafka::lag_reports: the wrapped sink declares no capabilities");
+
+ public:
+  using row_type = typename Sink::row_type;
+  /// Exactly the wrapped sink's: the report adds no guarantee and takes none away.
+  using capabilities = capabilities_of_t<Sink>;
+
+  /// Reports through `source`'s consumer (a group.id is needed for Kafka to keep offsets). For
+  /// a single-partition sink, the positions are those of the partition `source` reads.
+  template <class Source>
+  lag_reports(Sink& sink, Source& source) : sink_(&sink), client_(&source.client()) {
+    if constexpr (requires { source.partition(); })
+      single_ = source.partition();
+  }
+
+  // ---- rows ----------------------------------------------------------------------------------
+
+  decltype(auto) apply(offset o, const row_type& row) { return sink_->apply(o, row); }
+  decltype(auto) apply(partition_id k, offset o,
+                       const row_type& row) requires partitioned_sink<Sink> {
+    return sink_->apply(k, o, row);
+  }
+
+  // ---- the transaction -----------------------------------------------------------------------
+
+  void begin() {
+    staged_.clear();
+    sink_->begin();
+  }
+  /// Commits the sink's transaction; then, the sink's positions being durable, reports them.
+  void commit() {
+    sink_->commit();
+    client_->commit_async(staged_);
+    staged_.clear();
+  }
+  void rollback() noexcept(noexcept(std::declval<Sink&>().rollback())) {
+    staged_.clear();
+    sink_->rollback();
+  }
+
+  // ---- positions, per partition ----------------------------------------------------------------
+
+  void store_position(partition_id k, position p) requires partitioned_transactional_sink<Sink> {
+    sink_->store_position(k, p);
+    stage(k, p);
+  }
+  void store_position(partition_id k, position p, epoch e) requires partitioned_fencing_sink<Sink> {
+    sink_->store_position(k, p, e);
+    stage(k, p);
+  }
+  [[nodiscard]] std::optional<position> load_position(partition_id k) const requires
+      partitioned_transactional_sink<Sink> {
+    return sink_->load_position(k);
+  }
+  std::optional<position> claim(partition_id k, epoch e) requires partitioned_fencing_sink<Sink> {
+    return sink_->claim(k, e);
+  }
+  claimed claim_next(partition_id k) requires partitioned_fencing_sink<Sink> {
+    return sink_->claim_next(k);
+  }
+
+  // ---- positions, of a single-partition sink ---------------------------------------------------
+
+  void store_position(position p) requires transactional_sink<Sink> {
+    sink_->store_position(p);
+    stage(single_, p);
+  }
+  void store_position(position p, epoch e) requires fencing_sink<Sink> {
+    sink_->store_position(p, e);
+    stage(single_, p);
+  }
+  [[nodiscard]] std::optional<position> load_position() const requires transactional_sink<Sink> {
+    return sink_->load_position();
+  }
+  std::optional<position> claim(epoch e) requires fencing_sink<Sink> { return sink_->claim(e); }
+  claimed claim_next() requires fencing_sink<Sink> { return sink_->claim_next(); }
+
+  // ---- what the sink knows besides -------------------------------------------------------------
+
+  [[nodiscard]] std::int64_t era() const requires stream_registry<Sink> {
+    return static_cast<std::int64_t>(sink_->era());
+  }
+  void check_partition_count(std::size_t n) requires stream_registry<Sink> {
+    sink_->check_partition_count(n);
+  }
+  [[nodiscard]] std::optional<offset> applied_watermark(partition_id k) const requires
+      partitioned_watermarked_sink<Sink> {
+    return sink_->applied_watermark(k);
+  }
+  [[nodiscard]] std::optional<offset> applied_watermark() const requires watermarked_sink<Sink> {
+    return sink_->applied_watermark();
+  }
+  [[nodiscard]] std::size_t max_transaction_rows() const requires runtime_limited_sink<Sink> {
+    return sink_->max_transaction_rows();
+  }
+
+  [[nodiscard]] Sink& inner() noexcept { return *sink_; }
+
+ private:
+  void stage(partition_id k, position p) {
+    for (start_at& s : staged_) {
+      if (s.partition == k) {
+        s.at = p;
+        return;
+      }
+    }
+    staged_.push_back(start_at{k, p});
+  }
+
+  Sink* sink_;
+  detail::client_core* client_;
+  partition_id single_{0};
+  std::vector<start_at> staged_;
+};
+
+}  // namespace commit_order::kafka

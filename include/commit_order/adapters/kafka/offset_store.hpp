@@ -1,0 +1,104 @@
+// commit_order/adapters/kafka/offset_store.hpp — Kafka's committed offsets as the position
+// store of AtLeastOnce and AtMostOnce.
+//
+//   kafka::offset_store            per partition (a group_source or an assigned_source)
+//   kafka::partition_offset_store  the one partition of a partition_source
+//
+// The store commits through the source's own consumer, so the group coordinator checks this
+// member and its generation on every commit: a member that lost its partitions in a rebalance
+// is refused (`commit_refused`), and its records are read again by their next owner.
+//   * explicit commits (every policy but AutoCommit): `commit(k, p)` returns once the
+//     coordinator has accepted p for partition k (synchronous, one partition at a time);
+//   * AtMostOnce<AutoCommit>: `commit(k, p)` hands p to librdkafka's offset store, and
+//     librdkafka's own auto-commit timer (enable.auto.commit=true, auto.commit.interval.ms =
+//     settings.auto_commit_interval) commits it whenever it fires — asynchronously, polled
+//     but maybe unwritten: the loss and the replay the type declares, for real.
+// `load(k)` reads the group's committed offset (none: empty). Durability: Replicated — the
+// broker replicates the offsets topic; this process keeps nothing. (So rule R9a refuses it
+// under AtLeastOnce with a sink less durable than that, such as one machine's SQLite file: a
+// lost machine would take rows whose position Kafka still vouches for. Keep the position in
+// such a sink's transaction instead: TransactionalPosition.)
+#pragma once
+
+#include <optional>
+
+#include "commit_order/adapters/kafka/detail/consumer_core.hpp"
+#include "commit_order/adapters/kafka/options.hpp"
+#include "commit_order/adapters/kafka/source.hpp"
+#include "commit_order/capabilities.hpp"
+#include "commit_order/offset.hpp"
+
+namespace commit_order::kafka {
+
+/// Kafka's committed offsets, one per partition, of the source's consumer group.
+class offset_store final {
+ public:
+  using capabilities = commit_order::capabilities<Replicated>;
+
+  /// The store of `source`'s group (group.id is required). Keeps a reference: the source must
+  /// outlive it.
+  template <class Source>
+  requires requires(Source& s) {
+    s.client();
+    s.assignment();
+  }
+  explicit offset_store(Source& source) : client_(&source.client()) {
+    if (client_->group_id().empty())
+      throw configuration_refused(
+          "commit_order::kafka::offset_store: the source has no group.id, and Kafka keeps "
+          "committed offsets per consumer group -- set group.id");
+  }
+
+  [[nodiscard]] std::optional<position> load(partition_id k) const { return client_->committed(k); }
+
+  void commit(partition_id k, position p) {
+    if (client_->mode() == commit_mode::auto_commit) {
+      client_->store_for_auto_commit(k, p);
+    } else {
+      client_->commit_sync(k, p);
+    }
+    ++commits_;
+  }
+
+  /// Positions handed to commit() so far.
+  [[nodiscard]] std::size_t commits() const noexcept { return commits_; }
+
+ private:
+  detail::client_core* client_;
+  std::size_t commits_ = 0;
+};
+
+/// Kafka's committed offset of the one partition a partition_source reads.
+class partition_offset_store final {
+ public:
+  using capabilities = commit_order::capabilities<Replicated>;
+
+  template <class Event, class Policy, class Codec>
+  explicit partition_offset_store(partition_source<Event, Policy, Codec>& source)
+      : client_(&source.client()), partition_(source.partition()) {
+    if (client_->group_id().empty())
+      throw configuration_refused(
+          "commit_order::kafka::partition_offset_store: the source has no group.id, and Kafka "
+          "keeps committed offsets per consumer group -- set group.id");
+  }
+
+  [[nodiscard]] std::optional<position> load() const { return client_->committed(partition_); }
+
+  void commit(position p) {
+    if (client_->mode() == commit_mode::auto_commit) {
+      client_->store_for_auto_commit(partition_, p);
+    } else {
+      client_->commit_sync(partition_, p);
+    }
+    ++commits_;
+  }
+
+  [[nodiscard]] std::size_t commits() const noexcept { return commits_; }
+
+ private:
+  detail::client_core* client_;
+  partition_id partition_;
+  std::size_t commits_ = 0;
+};
+
+}  // namespace commit_order::kafka
