@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <string>
 
+#include <commit_order/adapters/memory.hpp>
 #include <commit_order/adapters/postgres.hpp>
+#include <commit_order/commit_order.hpp>
 
 namespace pg_test {
 

@@ -39,7 +39,7 @@ namespace commit_order::postgres {
 //   class 22 (data exception: 22001 string too long, 22003 out of range, 22021 bad byte
 //     sequence, 22P02 invalid text, ...): a value the column cannot take.
 //
-// The world's -- `infrastructure_error` (and `rollback_error`, `durability_mismatch`,
+// The world's -- `infrastructure_error` (and `connection_lost`, `durability_mismatch`,
 // `serialization_failure`): every other SQLSTATE, and every failure with none (libpq's own:
 // the connection was lost). In particular
 //   08xxx, a lost connection, 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect
@@ -101,13 +101,11 @@ class serialization_failure final : public infrastructure_error {
   using infrastructure_error::infrastructure_error;
 };
 
-/// ROLLBACK failed and the transaction may still be open: the sink drops the connection
-/// (which ends the transaction on the server) and opens a new one at its next transaction.
-class rollback_error final : public commit_order::rollback_failed, public sqlstate_code {
+/// The connection failed (the server went away, shut down, or the network broke): whatever
+/// the connection had open on the server is gone. The sink reopens it at its next transaction.
+class connection_lost final : public infrastructure_error {
  public:
-  rollback_error(std::string_view sqlstate, std::string_view why)
-      : commit_order::rollback_failed(detail::concat("commit_order::postgres: ", why))
-      , sqlstate_code(sqlstate) {}
+  using infrastructure_error::infrastructure_error;
 };
 
 /// True when a failure with this SQLSTATE is the record's (see above).
@@ -463,7 +461,7 @@ class connection final {
     if (PQstatus(conn_.get()) != CONNECTION_OK) {
       const std::string why = detail::trimmed(PQerrorMessage(conn_.get()));
       conn_.reset();
-      throw infrastructure_error("08001", detail::concat("cannot connect: ", why));
+      throw connection_lost("08001", detail::concat("cannot connect: ", why));
     }
     PQsetNoticeProcessor(conn_.get(), &detail::ignore_notice, nullptr);
     ++connects_;
@@ -526,7 +524,7 @@ class connection final {
     const std::string code(r.sqlstate().empty() ? std::string_view("08006") : r.sqlstate());
     conn_.reset();
     queued_ = 0;
-    throw infrastructure_error(
+    throw connection_lost(
         code, detail::concat("the connection failed: ", why, "; it is reopened next time"));
   }
 

@@ -59,10 +59,12 @@
 //     `serialization_retries` times; the position is only stored with its rows), then
 //     `serialization_failure`, an infrastructure_error. Only a unit nothing of which was sent
 //     before commit() is retried so (the pipeline's units; not a claim).
-//   the connection lost, the server shutting down (57P01/57P02), disk full (53100), any other
-//     failure: infrastructure_error; the sink reopens the connection at its next transaction
-//     and the pipeline redoes the unit. A COMMIT whose answer was lost may or may not have
-//     happened: rows and position went together either way, and recovery reads which.
+//   the connection lost, the server shutting down (57P01/57P02): `connection_lost`. A unit
+//     whose connection died before its COMMIT was sent is sent once more on a new connection
+//     (nothing of it was committed); otherwise the sink reopens the connection at its next
+//     transaction and the pipeline redoes the unit. A COMMIT whose answer was lost may or may
+//     not have happened: rows and position went together either way, and recovery reads which.
+//   disk full (53100), any other failure: infrastructure_error; the unit is redone.
 // Outside a transaction apply() is its own transaction, and a refused row throws its
 // `record_error` directly.
 #pragma once
@@ -413,6 +415,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     require_transaction("commit()");
     // Nothing was sent before commit(): the sink holds the whole unit and can send it again.
     const bool whole = state_ == tx_state::pending;
+    bool reconnected = false;
+    commit_sent_ = false;
     for (std::size_t attempt = 0;; ++attempt) {
       try {
         if (state_ == tx_state::pending && rows_.empty() && staged_.empty()) {
@@ -431,9 +435,18 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
         ++stats_.retries;
         // Held back a little longer each time, so the transaction it met can finish.
         std::this_thread::sleep_for(std::chrono::milliseconds(1) * (1 << attempt));
-        state_ = tx_state::pending;
-        rows_sent_ = staged_sent_ = 0;
-        absorbed_in_tx_ = 0;
+        restart_unit();
+      } catch (const connection_lost&) {
+        // A connection that died before COMMIT was sent took nothing of the unit with it (the
+        // server discards an open transaction): the unit goes again, once, on a new
+        // connection -- the server restarted, or ended an idle session, between two units. A
+        // COMMIT whose answer was lost is never sent again (it may have happened).
+        if (!whole || commit_sent_ || reconnected) {
+          state_ = tx_state::failed;
+          throw;
+        }
+        reconnected = true;
+        restart_unit();
       } catch (...) {
         state_ = tx_state::failed;
         throw;
@@ -960,6 +973,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   }
 
   void send_commit() const {
+    commit_sent_ = true;
     db_.send("COMMIT");
     ++stats_.round_trips;
     try {
@@ -983,6 +997,13 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     if (is_serialization_failure(r.sqlstate()))
       throw serialization_failure(r.sqlstate(), r.message());
     throw infrastructure_error(r.sqlstate(), detail::concat("COMMIT: ", r.message()));
+  }
+
+  // The unit is sent again from the start (nothing of it is on the server).
+  void restart_unit() {
+    state_ = tx_state::pending;
+    rows_sent_ = staged_sent_ = 0;
+    absorbed_in_tx_ = 0;
   }
 
   void finish_commit() {
@@ -1080,6 +1101,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   sink_options options_;
   mutable tx_state state_ = tx_state::idle;
   mutable bool server_open_ = false;  ///< BEGIN was sent and nothing ended the transaction yet
+  mutable bool commit_sent_ = false;  ///< this commit() sent COMMIT (its outcome may be unknown)
   mutable std::vector<pending_row> rows_;
   mutable std::size_t rows_sent_ = 0;
   mutable std::vector<staged_position> staged_;
