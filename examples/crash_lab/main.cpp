@@ -2,12 +2,14 @@
 // duplicated.
 //
 //   crash_lab [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U] [--keep DIR]
+//             [--sink sqlite|postgres] [--pg CONNINFO]
 //
 // Writes N order events to a file log, then for each of AtMostOnce<AutoCommit>, AtMostOnce,
 // AtLeastOnce and TransactionalPosition starts a consumer (this program with --child) on a
-// fresh SQLite database, SIGKILLs it K times at random moments, restarts it until the log is
-// consumed, and reconciles the table against the log. Exit code 0 only if every policy kept
-// its guarantee.
+// fresh SQLite database -- or, with --sink postgres, a fresh schema of a PostgreSQL database:
+// the one --pg names, else a throwaway server of its own (fsync=on) -- SIGKILLs it K times at
+// random moments, restarts it until the log is consumed, and reconciles the table against the
+// log. Exit code 0 only if every policy kept its guarantee.
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -16,6 +18,7 @@
 #include <string_view>
 
 #include "lab/child.hpp"
+#include "lab/pg_server.hpp"
 #include "lab/report.hpp"
 #include "lab/supervisor.hpp"
 
@@ -23,13 +26,16 @@ namespace {
 
 void usage(std::ostream& os) {
   os << "usage: crash_lab [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U]"
-        " [--keep DIR]\n"
+        " [--keep DIR] [--sink sqlite|postgres] [--pg CONNINFO]\n"
         "  --records N  order events in the log (default 2000)\n"
         "  --kills K    SIGKILLs per policy (default 10)\n"
         "  --seed S     seeds the events and the kill times (default 1)\n"
         "  --batch B    records per poll: the unit of work (default 8)\n"
         "  --pace-us U  pause before each write, standing for per-record work (default 250)\n"
-        "  --keep DIR   work in DIR and keep the log and databases for inspection\n";
+        "  --keep DIR   work in DIR and keep the log and databases for inspection\n"
+        "  --sink S     sqlite (default) or postgres\n"
+        "  --pg C       the PostgreSQL database (a libpq connection string; its server must run\n"
+        "               with fsync=on); default: a throwaway server started for the run\n";
 }
 
 }  // namespace
@@ -62,6 +68,13 @@ int main(int argc, char** argv) {
         config.pace = std::chrono::microseconds(std::stoll(value));
       else if (flag == "--keep")
         keep = value;
+      else if (flag == "--sink") {
+        const auto sink = crash_lab::parse_sink(value);
+        if (!sink)
+          throw std::invalid_argument("--sink takes sqlite or postgres, not " + value);
+        config.sink = *sink;
+      } else if (flag == "--pg")
+        config.pg_conninfo = value;
       else
         throw std::invalid_argument("unknown option " + std::string(flag));
     }
@@ -87,10 +100,24 @@ int main(int argc, char** argv) {
     config.work_dir = pattern;
   }
   config.progress = [](const std::string& line) { std::cout << line << std::endl; };
+  std::optional<crash_lab::pg_server> server;
+  if (config.sink == crash_lab::sink_kind::postgres && config.pg_conninfo.empty()) {
+    try {
+      server.emplace(crash_lab::pg_server_options{.fsync = true});
+    } catch (const std::exception& e) {
+      std::cerr << "crash_lab: cannot start a PostgreSQL server: " << e.what() << "\n";
+      return 2;
+    }
+    config.pg_conninfo = server->conninfo();
+  }
 
   std::cout << "crash_lab: " << config.records << " order events over " << config.orders
             << " orders, " << config.kills << " kills per policy, batch " << config.batch
-            << ", seed " << config.seed << ", in " << config.work_dir.string() << "\n";
+            << ", seed " << config.seed << ", in " << config.work_dir.string() << ", into "
+            << (config.sink == crash_lab::sink_kind::postgres
+                    ? "PostgreSQL (" + config.pg_conninfo + ")"
+                    : std::string("SQLite"))
+            << "\n";
   int status = 0;
   try {
     const auto outcomes = crash_lab::run_lab(

@@ -1,6 +1,7 @@
 // crash_lab/lab/child.hpp — the consumer process the supervisor starts and kills.
 //
 //   <exe> --child <policy> <log dir> <database> <position file> <batch> <pace µs> <interval ms>
+//         <sink: sqlite|postgres> <PostgreSQL connection string, or ->
 //
 // It recovers, consumes the log to its end through the policy's pipeline, and exits 0. It
 // tells the supervisor what it does on stdout, one line per event, written with write(2) so
@@ -8,7 +9,8 @@
 // arrives next:
 //   ready <position>     recovered; consuming from <position>
 //   at <position>        a poll_once() finished; the read position is <position>
-//   absorbed             the offset guard kept a newer row (a replay, absorbed)
+//   absorbed [<n>]       the offset guard kept a newer row (a replay, absorbed); n rows at once
+//                        when the PostgreSQL sink reports them as its unit commits
 //   done <position>      consumed to the end of the log
 #pragma once
 
@@ -29,6 +31,7 @@
 #include <commit_order/commit_order.hpp>
 
 #include "lab/orders.hpp"
+#include "lab/pg_lab.hpp"
 #include "lab/policies.hpp"
 
 namespace crash_lab {
@@ -42,6 +45,9 @@ struct child_args {
   std::size_t batch = 8;
   std::chrono::microseconds pace{0};
   std::chrono::milliseconds auto_commit{50};
+  sink_kind sink = sink_kind::sqlite;
+  /// The PostgreSQL database (sink_kind::postgres).
+  std::string conninfo;
 };
 
 inline constexpr std::string_view child_flag = "--child";
@@ -60,7 +66,9 @@ inline std::vector<std::string> child_command_line(const child_args& a) {
           a.position_file.string(),
           std::to_string(a.batch),
           std::to_string(a.pace.count()),
-          std::to_string(a.auto_commit.count())};
+          std::to_string(a.auto_commit.count()),
+          std::string(flag_name(a.sink)),
+          a.conninfo.empty() ? std::string("-") : a.conninfo};
 }
 
 /// Reports to the supervisor through file descriptor 1.
@@ -131,8 +139,8 @@ int drive(Pipeline& pipeline, const order_log& log, const reporter& report) {
 
 }  // namespace detail
 
-/// Consumes the log under the policy `a.policy`; returns the process exit code.
-inline int run_child(const child_args& a) {
+/// Consumes the log under the policy `a.policy` into SQLite; returns the process exit code.
+inline int run_child_sqlite(const child_args& a) {
   const reporter report;
   order_log log(a.log_dir, lab_log_options());
   const co::settings settings{.batch_size = a.batch, .auto_commit_interval = a.auto_commit};
@@ -174,12 +182,61 @@ inline int run_child(const child_args& a) {
   return 2;
 }
 
+/// The same into PostgreSQL (see pg_lab.hpp).
+inline int run_child_postgres(const child_args& a) {
+  const reporter report;
+  order_log log(a.log_dir, lab_log_options());
+  const co::settings settings{.batch_size = a.batch, .auto_commit_interval = a.auto_commit};
+  const auto options = pg_sink_options(a.policy);
+  switch (a.policy) {
+    case policy_id::at_most_once_auto: {
+      using sink_t = pg_paced<pgl::upsert_sink<pg_orders_flat>>;
+      using store_t = pgl::position_store<>;
+      sink_t sink(a.pace, report, a.conninfo, options);
+      store_t store(a.conninfo, pg_store_options(a.policy));
+      co::pipeline<order_log, sink_t, co::AtMostOnce<co::AutoCommit>, co::with_store<store_t>> p(
+          log, sink, store, settings);
+      return detail::drive(p, log, report);
+    }
+    case policy_id::at_most_once: {
+      using sink_t = pg_paced<pgl::append_sink<pg_orders_flat>>;
+      using store_t = co::file::position_store;
+      sink_t sink(a.pace, report, a.conninfo, options);
+      store_t store(a.position_file);
+      co::pipeline<order_log, sink_t, co::AtMostOnce<>, co::with_store<store_t>> p(log, sink, store,
+                                                                                   settings);
+      return detail::drive(p, log, report);
+    }
+    case policy_id::at_least_once: {
+      using sink_t = pg_paced<pgl::guarded_upsert_sink<pg_orders_flat>>;
+      using store_t = co::file::position_store;
+      sink_t sink(a.pace, report, a.conninfo, options);
+      store_t store(a.position_file);
+      co::pipeline<order_log, sink_t, co::AtLeastOnce<>, co::with_store<store_t>> p(
+          log, sink, store, settings);
+      return detail::drive(p, log, report);
+    }
+    case policy_id::transactional: {
+      using sink_t = pg_paced<pgl::guarded_upsert_sink<pg_orders_flat>>;
+      sink_t sink(a.pace, report, a.conninfo, options);
+      co::pipeline<order_log, sink_t, co::TransactionalPosition<>> p(log, sink, settings);
+      return detail::drive(p, log, report);
+    }
+  }
+  return 2;
+}
+
+/// Consumes the log under the policy `a.policy`; returns the process exit code.
+inline int run_child(const child_args& a) {
+  return a.sink == sink_kind::postgres ? run_child_postgres(a) : run_child_sqlite(a);
+}
+
 /// The child's main: parses `<exe> --child ...` and runs it. Exit codes: 0 consumed to the
 /// end, 2 bad command line or an error (printed on stderr), 3 stopped early.
 inline int child_main(int argc, char** argv) {
   try {
-    if (argc != 9)
-      throw std::invalid_argument("expected 7 arguments after --child");
+    if (argc != 11)
+      throw std::invalid_argument("expected 9 arguments after --child");
     const auto policy = parse_policy(argv[2]);
     if (!policy)
       throw std::invalid_argument(std::string("unknown policy ") + argv[2]);
@@ -191,6 +248,11 @@ inline int child_main(int argc, char** argv) {
     a.batch = static_cast<std::size_t>(std::stoull(argv[6]));
     a.pace = std::chrono::microseconds(std::stoll(argv[7]));
     a.auto_commit = std::chrono::milliseconds(std::stoll(argv[8]));
+    const auto sink = parse_sink(argv[9]);
+    if (!sink)
+      throw std::invalid_argument(std::string("unknown sink ") + argv[9]);
+    a.sink = *sink;
+    a.conninfo = std::string_view(argv[10]) == "-" ? std::string() : std::string(argv[10]);
     return run_child(a);
   } catch (const std::exception& e) {
     std::cerr << "crash_lab child: " << e.what() << "\n";

@@ -69,4 +69,19 @@ constexpr bool appends(policy_id p) noexcept {
 /// The stream name of the position row (in the sink's or the store's position table).
 inline constexpr std::string_view stream_name = "orders";
 
+/// Where the table lives: a SQLite file, or a PostgreSQL database.
+enum class sink_kind { sqlite, postgres };
+
+constexpr std::string_view flag_name(sink_kind k) noexcept {
+  return k == sink_kind::sqlite ? "sqlite" : "postgres";
+}
+
+inline std::optional<sink_kind> parse_sink(std::string_view name) noexcept {
+  if (name == "sqlite")
+    return sink_kind::sqlite;
+  if (name == "postgres")
+    return sink_kind::postgres;
+  return std::nullopt;
+}
+
 }  // namespace crash_lab

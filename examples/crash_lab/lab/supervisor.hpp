@@ -41,6 +41,9 @@ struct lab_config {
   std::size_t batch = 8;
   std::chrono::microseconds pace{250};
   std::chrono::milliseconds auto_commit{50};
+  /// Where the table lives; for PostgreSQL, the database (each policy in its own schema).
+  sink_kind sink = sink_kind::sqlite;
+  std::string pg_conninfo;
   /// Progress lines for a human; empty: quiet.
   std::function<void(const std::string&)> progress;
 };
@@ -102,6 +105,8 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   const auto paths = detail::paths_for(config, policy);
   std::filesystem::remove(paths.database);
   std::filesystem::remove(paths.position_file);
+  if (config.sink == sink_kind::postgres)
+    pg_reset_schema(config.pg_conninfo, policy);
 
   child_args args;
   args.policy = policy;
@@ -111,6 +116,8 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   args.batch = config.batch;
   args.pace = config.pace;
   args.auto_commit = config.auto_commit;
+  args.sink = config.sink;
+  args.conninfo = config.pg_conninfo;
   const auto command = child_command_line(args);
 
   policy_outcome out;
@@ -136,6 +143,8 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
     const auto on_line = [&](std::string_view line) {
       if (line == "absorbed") {
         ++out.replays_absorbed;
+      } else if (line.starts_with("absorbed ")) {
+        out.replays_absorbed += std::stoll(std::string(line.substr(9)));
       } else if (line.starts_with("ready ")) {
         start_position = last_position = std::stoll(std::string(line.substr(6)));
         last_at = clock::now();
@@ -187,7 +196,7 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
         break;
       }
       ++out.kills;
-      const snapshot now = take_snapshot(policy, paths.database, paths.position_file);
+      const snapshot now = take_snapshot(policy, config, paths.database, paths.position_file);
       const std::int64_t regressed = count_regressions(previous, now);
       out.regressed_rows += regressed;
       std::string note;
@@ -214,7 +223,7 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
     break;
   }
 
-  const snapshot final_state = take_snapshot(policy, paths.database, paths.position_file);
+  const snapshot final_state = take_snapshot(policy, config, paths.database, paths.position_file);
   out.regressed_rows += count_regressions(previous, final_state);
   const reconciliation r = reconcile(policy, log_events, final_state);
   out.rows_expected = r.rows_expected;
