@@ -40,6 +40,8 @@ struct pg_server_options final {
   /// fsync=off: a commit reaches the operating system, not the disk. Enough for anything but
   /// a power cut (a crashed server, a killed client); much faster.
   bool fsync = false;
+  /// More server settings ("-c name=value ..."), e.g. to load an extension.
+  std::string extra_settings{};
 };
 
 class pg_server final {
@@ -67,7 +69,8 @@ class pg_server final {
   }
 
   /// initdb and start; throws (with the server's log) when either fails.
-  explicit pg_server(pg_server_options options = {}) : fsync_(options.fsync) {
+  explicit pg_server(pg_server_options options = {})
+      : fsync_(options.fsync), extra_(std::move(options.extra_settings)) {
     bindir_ = find_bindir();
     std::string pattern = "/tmp/copg.XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr)
@@ -97,6 +100,7 @@ class pg_server final {
       : bindir_(std::move(other.bindir_))
       , dir_(std::exchange(other.dir_, {}))
       , fsync_(other.fsync_)
+      , extra_(std::move(other.extra_))
       , released_(other.released_) {}
   pg_server& operator=(pg_server&&) = delete;
   pg_server(const pg_server&) = delete;
@@ -183,7 +187,7 @@ class pg_server final {
     }
     const std::string settings = "-c listen_addresses='' -c unix_socket_directories='" +
                                  dir_.string() + "' -c fsync=" + (fsync_ ? "on" : "off") +
-                                 " -c max_connections=80 -c shared_buffers=32MB";
+                                 " -c max_connections=80 -c shared_buffers=32MB " + extra_;
     run({(bindir_ / "pg_ctl").string(), "-D", (dir_ / "data").string(), "-l",
          (dir_ / "server.log").string(), "-w", "-t", "60", "-o", settings, "start"},
         dir_ / "pg_ctl.log", "pg_ctl start");
@@ -250,6 +254,7 @@ class pg_server final {
   std::filesystem::path bindir_;
   std::filesystem::path dir_;
   bool fsync_ = false;
+  std::string extra_;
   bool released_ = false;
 };
 
