@@ -66,8 +66,10 @@ class sqlstate_code {
 
  protected:
   explicit sqlstate_code(std::string_view code) noexcept {
+    // No memcpy: an empty view may hold a null pointer, which memcpy must never be given.
     const std::size_t n = code.size() < 5 ? code.size() : 5;
-    std::memcpy(code_, code.data(), n);
+    for (std::size_t i = 0; i < n; ++i)
+      code_[i] = code[i];
     code_[n] = '\0';
   }
 
