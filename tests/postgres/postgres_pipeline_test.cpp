@@ -20,7 +20,6 @@ using namespace pg_test;
 
 namespace {
 
-const co::partition_id p0{0};
 
 using order_log = co::memory::log<order_event, co::Buffered>;
 
