@@ -84,6 +84,22 @@ inline void pg_reset_schema(const std::string& conninfo, policy_id p) {
   c.exec("DROP SCHEMA IF EXISTS " + pg_schema_of(p) + " CASCADE");
 }
 
+/// Waits until no session named `application_name` is left on the server (a killed
+/// consumer's backend ends once it has finished what it was doing and noticed the client is
+/// gone).
+inline void pg_wait_until_gone(const std::string& conninfo, const std::string& application_name) {
+  pg_client c(conninfo);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (
+      c.exec("SELECT 1 FROM pg_stat_activity WHERE application_name = '" + application_name + "'")
+          .rows() != 0) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("crash_lab: the sessions of killed consumer " + application_name +
+                               " did not end");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 /// The PostgreSQL sink under test, with the same pause before each write as the SQLite one.
 /// Its rows go to the server when the unit commits, and so do its replays: after each commit
 /// it reports how many rows the guard absorbed.

@@ -118,7 +118,7 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   args.auto_commit = config.auto_commit;
   args.sink = config.sink;
   args.conninfo = config.pg_conninfo;
-  const auto command = child_command_line(args);
+  auto command = child_command_line(args);
 
   policy_outcome out;
   out.policy = policy;
@@ -135,6 +135,10 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   std::int64_t lost_so_far = 0;
 
   for (;;) {
+    // Each PostgreSQL consumer's sessions carry a name of their own (see the kill below).
+    const std::string session = "crash_lab_" + std::to_string(out.children + 1);
+    if (config.sink == sink_kind::postgres)
+      command.back() = config.pg_conninfo + " application_name=" + session;
     child_process child(config.executable, command);
     ++out.children;
     std::int64_t start_position = -1;
@@ -187,6 +191,11 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
           static_cast<std::int64_t>(fraction(rng) * batch_time.seconds() * 1e6));
       child.read_until(clock::now() + delay, on_line);
       const exit_status st = child.kill(on_line);
+      // A server finishes the statement a killed client sent before it notices the client is
+      // gone -- a COMMIT may still happen. The snapshot waits until the killed consumer's
+      // sessions have ended, so it sees what the kill left, not a moment of it.
+      if (config.sink == sink_kind::postgres)
+        pg_wait_until_gone(config.pg_conninfo, session);
       if (!st.killed) {
         if (st.signalled || st.code != 0)
           throw std::runtime_error(label + "the consumer failed (exit code " +
