@@ -103,15 +103,18 @@ enum class write_outcome {
   absorbed,  ///< the offset guard kept a newer row: a replay, absorbed
 };
 
-/// Writes rows derived from records: `apply(source_offset, row)`. Durable on return unless the
+/// Writes rows derived from records: `apply(source_offset, row)`, or, for a sink whose rows
+/// record their partition, `apply(partition, source_offset, row)`. Durable on return unless the
 /// sink is inside a transaction it opened with `begin()`.
 template <class S>
 concept sink = requires {
   typename S::row_type;
 }
-&&requires(S& s, offset o, const typename S::row_type& row) {
-  s.apply(o, row);
-};
+&&(
+    requires(S& s, offset o, const typename S::row_type& row) { s.apply(o, row); } ||
+    requires(S & s, partition_id k, offset o, const typename S::row_type& row) {
+      s.apply(k, o, row);
+    });
 
 /// The row type a sink accepts.
 template <sink S>
@@ -219,6 +222,25 @@ template <class S>
 concept partitioned_position_store = requires(S& s, partition_id k, position p) {
   { s.load(k) } -> std::same_as<std::optional<position>>;
   s.commit(k, p);
+};
+
+/// A source that can tell one record from another at the same offset: `fingerprint(record)`
+/// and `fingerprint_at(offset)` (none when the offset is not retained) agree for the same
+/// record. With a store that keeps a fingerprint beside the position, recovery refuses to
+/// resume after a record that is not the one the position was committed after
+/// (`offset_reused`): a source that lost records and reused their offsets.
+template <class S>
+concept fingerprinted_source = requires(S& s, const source_record_t<S>& r, offset o) {
+  { s.fingerprint(r) } -> std::same_as<std::uint64_t>;
+  { s.fingerprint_at(o) } -> std::same_as<std::optional<std::uint64_t>>;
+};
+
+/// A position store that keeps the fingerprint of the record a position was committed after:
+/// `commit(p, fingerprint)`, `load_fingerprint()` (none when the last commit carried none).
+template <class S>
+concept fingerprint_store = requires(S& s, position p, std::uint64_t f) {
+  s.commit(p, f);
+  { s.load_fingerprint() } -> std::same_as<std::optional<std::uint64_t>>;
 };
 
 /// Either kind of store.

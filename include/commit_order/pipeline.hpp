@@ -123,7 +123,7 @@ class pipeline final
     // failed), and code that uses its members adds no error to the rule's.
     // BEGIN GENERATED RULE CHECKS
     // clang-format off
-    static_assert(rules::registry_fingerprint == 0xa4ea81a47cceb184ULL,
+    static_assert(rules::registry_fingerprint == 0x71060fadd2c79e42ULL,
                   "commit_order: the rule checks in pipeline.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
     static_assert(!std::is_same_v<verdict, rules::unknown_option>,
                   "commit_order S0: unknown or repeated pipeline option -- each of with_store, with_clock, with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and with_executor may be given once");
@@ -140,7 +140,7 @@ class pipeline final
     static_assert(!std::is_same_v<verdict, rules::apply_takes_mutable_row>,
                   "commit_order S14: the sink's apply takes the row by non-const reference -- declare it apply(offset, const row_type&): the pipeline never hands out a mutable row");
     static_assert(!std::is_same_v<verdict, rules::not_a_sink>,
-                  "commit_order S3: Sink does not model commit_order::sink -- it needs `using row_type = ...;` and apply(offset, const row_type&)");
+                  "commit_order S3: Sink does not model commit_order::sink -- it needs `using row_type = ...;` and apply(offset, const row_type&) (or apply(partition_id, offset, const row_type&))");
     static_assert(!std::is_same_v<verdict, rules::bad_transform>,
                   "commit_order S4: the transform must be a stateless, default-constructible function object taking the event -- e.g. a captureless lambda");
     static_assert(!std::is_same_v<verdict, rules::row_mismatch>,

@@ -239,7 +239,7 @@ struct not_a_sink final {
   static constexpr std::string_view id = "S3";
   static constexpr std::string_view message =
       "commit_order S3: Sink does not model commit_order::sink -- it needs `using row_type = ...;` "
-      "and apply(offset, const row_type&)";
+      "and apply(offset, const row_type&) (or apply(partition_id, offset, const row_type&))";
   static constexpr std::string_view prevents = "a loop with nowhere to write";
   template <class C>
   static constexpr bool violated = !sink<typename C::sink_type>;

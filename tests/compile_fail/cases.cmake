@@ -100,6 +100,14 @@ compile_fail_case(s24_store_durability_undeclared S24
   "commit_order S24: the position store declares no durability")
 compile_fail_case(s25_source_durability_undeclared S25
   "commit_order S25: the source declares no durability")
+compile_fail_case(s26_partition_scoped_apply S26
+  "commit_order S26: the sink declares PartitionScoped but has no apply\\(partition_id, offset, const row_type&\\)")
+compile_fail_case(r17_offset_guard_needs_partition R17
+  "commit_order R17: a partitioned source feeds an offset-guarded sink whose rows do not carry their partition")
+compile_fail_case(r18_group_needs_fencing_sink R18
+  "commit_order R18: a group-managed source moves partitions between consumers and this sink cannot fence")
+compile_fail_case(r19_positions_per_partition R19
+  "commit_order R19: a partitioned source has one position per partition")
 compile_fail_case(repeated_option S0
   "commit_order S0: unknown or repeated pipeline option")
 compile_fail_case(unknown_option S0

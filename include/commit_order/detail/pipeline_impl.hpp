@@ -81,6 +81,11 @@ struct loop_traits final {
   /// Partitions arrive and leave through an assignment listener.
   static constexpr bool group = group_managed_source<source_type>;
   static constexpr bool fencing = facts.position_in_sink && fences<partitioned, sink_type>;
+  /// The position is stored with the fingerprint of the record it follows, and recovery checks
+  /// that record is still the one at its offset (a source that reused offsets is caught).
+  static constexpr bool checks_offsets = !partitioned && !async && facts.uses_position_store &&
+                                         fingerprinted_source<source_type> &&
+                                         fingerprint_store<typename Config::store_type>;
   static constexpr bool faults_enabled = Config::has_faults;
   /// A non-transactional write followed by a position commit leaves a durable prefix behind a
   /// failed record; the position may cover exactly that prefix.
@@ -184,6 +189,7 @@ class pipeline_impl {
   static constexpr bool partitioned = traits::partitioned;
   static constexpr bool group = traits::group;
   static constexpr bool fencing = traits::fencing;
+  static constexpr bool checks_offsets = traits::checks_offsets;
   static constexpr bool faults_enabled = traits::faults_enabled;
   static constexpr bool prefix_commit = traits::prefix_commit;
   static constexpr bool per_record_handling = traits::per_record_handling;
@@ -454,8 +460,15 @@ class pipeline_impl {
         throw;
       }
     } else {
-      for (const partition_id k : owned)
-        starts.push_back(start_at{k, checked_start(k, store_load<partitioned>(*store_, k))});
+      for (const partition_id k : owned) {
+        const std::optional<position> stored = store_load<partitioned>(*store_, k);
+        const position start = checked_start(k, stored);
+        if constexpr (checks_offsets) {
+          if (stored)
+            check_not_reused(*stored);
+        }
+        starts.push_back(start_at{k, start});
+      }
     }
     for (std::size_t i = 0; i < starts.size(); ++i)
       take(starts[i], owners[i]);
@@ -474,6 +487,17 @@ class pipeline_impl {
     if (start > end)
       throw position_beyond_end(start, end);
     return start;
+  }
+
+  // The record before a stored position must be the one the position was committed after.
+  void check_not_reused(position stored) {
+    const std::optional<std::uint64_t> expected = store_->load_fingerprint();
+    if (!expected || stored.value() == 0 || stored <= source_earliest(partition_id{0}))
+      return;  // nothing to compare with: no fingerprint, or the record is not retained
+    const offset before{stored.value() - 1};
+    const std::optional<std::uint64_t> found = source_->fingerprint_at(before);
+    if (found && *found != *expected)
+      throw offset_reused(partition_id{0}, before, *expected, *found);
   }
 
   // The partition now starts at `s` and belongs to this consumer at `owner`.
@@ -790,6 +814,9 @@ class pipeline_impl {
           store_commit<partitioned>(*store_, s.partition, s.at);
           entry(s.partition).committed = s.at;
         }
+      } else if constexpr (checks_offsets) {
+        store_->commit(unit_end, source_->fingerprint(*(last - 1)));
+        committed_ = unit_end;
       } else {
         store_commit<partitioned>(*store_, partition_id{0}, unit_end);
         committed_ = unit_end;

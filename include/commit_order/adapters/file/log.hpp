@@ -57,6 +57,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -223,6 +224,45 @@ class log final {
       read_frame(true);
     }
     return batch_;
+  }
+
+  /// The record's fingerprint: the CRC its frame carries (of its offset and encoding). The
+  /// pipeline stores the fingerprint of the last record a position covers beside the
+  /// position, and compares it at recovery with `fingerprint_at`: a log that lost records
+  /// behind a stored position and gave their offsets to new records is caught there.
+  [[nodiscard]] std::uint64_t fingerprint(const record_type& r) {
+    scratch_.clear();
+    Codec::encode(r.event, scratch_);
+    return frame_crc(static_cast<std::uint32_t>(scratch_.size()), r.source_offset.value(),
+                     scratch_);
+  }
+
+  /// The fingerprint of the record stored at `o`, read from its frame (none when `o` is not
+  /// retained). The read position does not move.
+  [[nodiscard]] std::optional<std::uint64_t> fingerprint_at(offset o) {
+    if (position::at(o) < earliest() || !(o.value() < end_))
+      return std::nullopt;
+    const offset::value_type resume = reader_.next;
+    reader_.next = o.value();
+    reader_.positioned = false;
+    std::optional<std::uint64_t> crc;
+    try {
+      position_reader();
+      const frame_result r = check_frame(reader_.chunks, reader_.file, reader_.path, reader_.pos,
+                                         segments_[reader_.segment].bytes, reader_.next);
+      if (r.status == frame_status::ok)
+        crc = frame_crc(r.length, o.value(), r.payload);
+    } catch (...) {
+      reader_.next = resume;
+      reader_.positioned = false;
+      throw;
+    }
+    reader_.next = resume;
+    reader_.positioned = false;
+    if (!crc)
+      throw corrupt_file(reader_.path, "record " + std::to_string(o.value()) +
+                                           " fails its checksum; restore the segment from a copy");
+    return crc;
   }
 
   /// Position of the first record still retained.
@@ -605,6 +645,7 @@ class log final {
   reader_state reader_;
   std::vector<record_type> batch_;
   std::vector<std::byte> frame_;
+  std::vector<std::byte> scratch_;  // a record re-encoded for its fingerprint
 };
 
 }  // namespace commit_order::file

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 
@@ -31,13 +32,24 @@ class position_store final {
   }
 
   [[nodiscard]] std::optional<position> load() const { return load(partition_id{0}); }
-  void commit(position p) { commit(partition_id{0}, p); }
+  void commit(position p) {
+    commit(partition_id{0}, p);
+    fingerprint_.reset();
+  }
+
+  /// Partition 0's position with the fingerprint of the record it was committed after.
+  void commit(position p, std::uint64_t fingerprint) {
+    commit(partition_id{0}, p);
+    fingerprint_ = fingerprint;
+  }
+  [[nodiscard]] std::optional<std::uint64_t> load_fingerprint() const { return fingerprint_; }
 
   /// How many commits were made: the write load a commit trigger puts on the store.
   [[nodiscard]] std::size_t commits() const noexcept { return commits_; }
 
  private:
   std::map<partition_id, position> stored_;
+  std::optional<std::uint64_t> fingerprint_;
   std::size_t commits_ = 0;
 };
 

@@ -39,6 +39,11 @@ class synchronized final {
     std::lock_guard lock(mutex_);
     return sink_.apply(o, row);
   }
+  decltype(auto) apply(partition_id k, offset o,
+                       const row_type& row) requires partitioned_sink<Sink> {
+    std::lock_guard lock(mutex_);
+    return sink_.apply(k, o, row);
+  }
 
   [[nodiscard]] std::optional<offset> applied_watermark() const requires watermarked_sink<Sink> {
     std::lock_guard lock(mutex_);

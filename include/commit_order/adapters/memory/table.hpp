@@ -137,9 +137,11 @@ class table final {
     } else {
       appended_.push_back(stored_row<Row>{row, source_offset, k});
     }
-    if (in_tx_ && !watermarks_at_begin_)
-      watermarks_at_begin_ = watermarks_;
-    auto& w = watermarks_[k];
+    if (in_tx_ && !watermarks_saved_) {
+      watermarks_at_begin_.assign(watermarks_.begin(), watermarks_.end());
+      watermarks_saved_ = true;
+    }
+    std::optional<offset>& w = watermark_of(k);
     if (!w || *w < source_offset)
       w = source_offset;
     return write_outcome::applied;
@@ -153,7 +155,7 @@ class table final {
     in_tx_ = true;
     undo_.clear();
     appended_at_begin_ = appended_.size();
-    watermarks_at_begin_.reset();
+    watermarks_saved_ = false;
     staged_.clear();
     staged_partition_count_.reset();
   }
@@ -161,7 +163,8 @@ class table final {
   void commit() requires transactional {
     if (!in_tx_)
       throw std::logic_error("memory::table: commit() without begin()");
-    for (const auto& [k, s] : staged_) {
+    for (const staged_slot& s : staged_) {
+      const partition_id k = s.partition;
       slot& target = positions_[k];
       if (s.stored)
         target.stored = s.stored;
@@ -173,7 +176,7 @@ class table final {
     staged_.clear();
     in_tx_ = false;
     undo_.clear();
-    watermarks_at_begin_.reset();
+    watermarks_saved_ = false;
     ++commits_;
   }
 
@@ -190,9 +193,9 @@ class table final {
       }
     }
     appended_.resize(appended_at_begin_);
-    if (watermarks_at_begin_)
-      watermarks_ = std::move(*watermarks_at_begin_);
-    watermarks_at_begin_.reset();
+    if (watermarks_saved_)
+      watermarks_.assign(watermarks_at_begin_.begin(), watermarks_at_begin_.end());
+    watermarks_saved_ = false;
     in_tx_ = false;
     undo_.clear();
     staged_.clear();
@@ -203,7 +206,7 @@ class table final {
 
   void store_position(partition_id k, position p) requires transactional {
     require_transaction("store_position()");
-    staged_[k].stored = p;
+    staged(k).stored = p;
   }
 
   [[nodiscard]] std::optional<position> load_position(partition_id k) const requires transactional {
@@ -218,7 +221,7 @@ class table final {
     const epoch now = current_owner(k);
     if (e < now)
       throw fenced(e, now, k);
-    staged_[k].owner = e;
+    staged(k).owner = e;
     return load_position(k);
   }
 
@@ -226,7 +229,7 @@ class table final {
   claimed claim_next(partition_id k) requires transactional {
     require_transaction("claim_next()");
     const epoch e = current_owner(k).next();
-    staged_[k].owner = e;
+    staged(k).owner = e;
     return claimed{e, load_position(k)};
   }
 
@@ -321,8 +324,10 @@ class table final {
   }
   /// The highest source offset of partition `k` present in the table.
   [[nodiscard]] std::optional<offset> applied_watermark(partition_id k) const noexcept {
-    const auto it = watermarks_.find(k);
-    return it == watermarks_.end() ? std::nullopt : it->second;
+    for (const auto& [id, o] : watermarks_)
+      if (id == k)
+        return o;
+    return std::nullopt;
   }
 
   /// Committed transactions so far.
@@ -338,14 +343,32 @@ class table final {
     epoch owner{0};
   };
   struct staged_slot {
+    partition_id partition;
     std::optional<commit_order::position> stored;
     std::optional<epoch> owner;
   };
 
+  // A few partitions at most feed one table: a linear search beats a map, and with one
+  // partition it is one comparison per row.
+  std::optional<offset>& watermark_of(partition_id k) {
+    for (auto& [id, o] : watermarks_)
+      if (id == k)
+        return o;
+    return watermarks_.emplace_back(k, std::nullopt).second;
+  }
+
+  staged_slot& staged(partition_id k) {
+    for (staged_slot& s : staged_)
+      if (s.partition == k)
+        return s;
+    return staged_.emplace_back(staged_slot{k, std::nullopt, std::nullopt});
+  }
+
   // Inside the open transaction, the owner it staged wins over the committed one.
   epoch current_owner(partition_id k) const {
-    if (const auto it = staged_.find(k); it != staged_.end() && it->second.owner)
-      return *it->second.owner;
+    for (const staged_slot& s : staged_)
+      if (s.partition == k && s.owner)
+        return *s.owner;
     return owner(k);
   }
 
@@ -357,10 +380,13 @@ class table final {
   std::map<key_value, stored_row<Row>> keyed_;
   std::vector<stored_row<Row>> appended_;
   std::vector<undo_entry> undo_;
-  std::map<partition_id, std::optional<offset>> watermarks_;
-  std::optional<std::map<partition_id, std::optional<offset>>> watermarks_at_begin_;
+  std::vector<std::pair<partition_id, std::optional<offset>>> watermarks_;
+  std::vector<std::pair<partition_id, std::optional<offset>>> watermarks_at_begin_;
+  bool watermarks_saved_ = false;
   std::map<partition_id, slot> positions_;
-  std::map<partition_id, staged_slot> staged_;
+  // What the open transaction staged, per partition (a vector: cleared, never freed, so a unit
+  // allocates nothing in the steady state).
+  std::vector<staged_slot> staged_;
   std::optional<std::size_t> partition_count_;
   std::optional<std::size_t> staged_partition_count_;
   std::int64_t era_ = 0;
