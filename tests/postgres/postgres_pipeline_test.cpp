@@ -20,7 +20,6 @@ using namespace pg_test;
 
 namespace {
 
-
 using order_log = co::memory::log<order_event, co::Buffered>;
 
 /// `n` events over `orders` orders, each a new event of a random order (event_seq counts per
