@@ -3,6 +3,8 @@
 # variants interleaved in one run) and callgrind instructions per record.
 #   cmake --preset bench && cmake --build --preset bench &&
 #   cmake --preset bench-clang && cmake --build --preset bench-clang && bench/performance_report.sh
+# The PostgreSQL section comes from bench/postgres_report.sh (postgres_bench, in the bench
+# preset: cmake --build --preset bench --target postgres_bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bench=build/bench/bench/overhead_bench
@@ -89,4 +91,5 @@ ${instr_clang}
   the sink's run-time transaction limit): the batch-1 rows above show what it costs over the
   twin, which also honours the sink's limit.
 DOC
+bench/postgres_report.sh >>docs/performance.md
 echo "wrote docs/performance.md"

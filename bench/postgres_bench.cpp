@@ -5,8 +5,10 @@
 // side by side in one run. A library case is `pipeline/postgres/TransactionalPosition/<server>/
 // batch:<B>`; its twin differs only by the first word: `handwritten/postgres/...`.
 //
-//   postgres_bench [benchmark flags]   start the servers, run (wall clock), print the table of
-//                                      medians and of the pairs' ratios
+//   postgres_bench [--pairs=N] [--table=FILE] [benchmark flags]
+//                                      start the servers, run N pairs of every case (wall
+//                                      clock), print the table of medians and of the pairs'
+//                                      ratios (and write it to FILE, tab-separated)
 //   postgres_bench --verify            check that the twin sends exactly the statements the
 //                                      library sends (pg_stat_statements: the same SQL text, as
 //                                      many times) and leaves the same table and position, at
@@ -92,7 +94,7 @@ void run_case(benchmark::State& state, const char* variant, server_id s, std::si
 /// with fsync=on), so the two runs of a pair see the same load.
 constexpr std::int64_t records_per_repetition(server_id s, std::size_t batch) {
   if (batch == 1)
-    return s == server_id::fsync_on ? 16 : 256;
+    return s == server_id::fsync_on ? 32 : 512;
   if (batch == 64)
     return s == server_id::fsync_on ? 512 : 4096;
   return s == server_id::fsync_on ? 4096 : 16384;
@@ -164,9 +166,13 @@ double median(std::vector<double> v) {
 }
 
 /// The usual console output, then per case the median rows/s of each variant and the median
-/// of the pairs' ratios (library / hand-written) against the target.
+/// of the pairs' ratios (library / hand-written) against the target; with a table file, the
+/// same figures as tab-separated columns (server, batch, pipeline, hand-written, pair ratio,
+/// pairs) for plotting.
 class ratio_reporter final : public benchmark::ConsoleReporter {
  public:
+  explicit ratio_reporter(std::string table) : table_(std::move(table)) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
@@ -181,6 +187,7 @@ class ratio_reporter final : public benchmark::ConsoleReporter {
 
   void Finalize() override {
     ConsoleReporter::Finalize();
+    std::FILE* table = table_.empty() ? nullptr : std::fopen(table_.c_str(), "w");
     std::printf("\n%-52s %5s %10s %11s %8s %8s  %s\n", "case (median rows/s)", "pairs", "pipeline",
                 "handwritten", "med/med", "med pair", "target (median pair ratio)");
     for (const auto& [run, v] : rates_) {
@@ -199,10 +206,19 @@ class ratio_reporter final : public benchmark::ConsoleReporter {
         std::printf(">= %.2f: %s\n", target, pair >= target ? "met" : "MISSED");
       else
         std::printf("\n");
+      if (table != nullptr) {
+        const auto server = run.find("fsync_on") != std::string::npos ? "fsync_on" : "fsync_off";
+        const auto batch = run.substr(run.find("batch:") + 6);
+        std::fprintf(table, "%s\t%s\t%.0f\t%.0f\t%.3f\t%zu\n", server, batch.c_str(), median(p),
+                     median(h), pair, ratios.size());
+      }
     }
+    if (table != nullptr)
+      std::fclose(table);
   }
 
  private:
+  std::string table_;
   std::map<std::string, std::map<std::string, std::vector<double>>> rates_;
 };
 
@@ -323,15 +339,19 @@ int main(int argc, char** argv) {
     }
   }
   int pairs = 9;
-  for (int i = 1; i < argc; ++i)
+  std::string table;
+  for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--pairs=", 8) == 0)
       pairs = std::atoi(argv[i] + 8);
+    if (std::strncmp(argv[i], "--table=", 8) == 0)
+      table = argv[i] + 8;
+  }
   benchmark::Initialize(&argc, argv);
   try {
     servers s;
     the_servers = &s;
     register_pairs(pairs);
-    ratio_reporter reporter;
+    ratio_reporter reporter(table);
     benchmark::RunSpecifiedBenchmarks(&reporter);
     benchmark::Shutdown();
   } catch (const std::exception& e) {
