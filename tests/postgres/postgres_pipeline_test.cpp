@@ -338,3 +338,65 @@ TEST_CASE("the server crashes three times under AtLeastOnce: nothing committed i
   client c(server.conninfo(), "crash");
   CHECK(table_of(c) == last_events(events_of(log)));
 }
+
+// ---- what the rules make of the PostgreSQL sinks ------------------------------------------
+
+namespace {
+using plog = co::memory::partitioned_log<order_event, co::Buffered>;
+using pconsumer = plog::consumer;
+using pgroup = co::memory::group<order_event, co::Buffered>;
+using store_t = pg::position_store<pg::buffered>;
+}  // namespace
+
+// The same judgements as for the SQLite sinks, plus the partitioned ones: a partitioned source
+// needs rows that carry their partition (PartitionScoped) or a version guard (R17), a group
+// needs a fencing sink (R18), positions are per partition (R19).
+static_assert(co::can_make_pipeline<pconsumer, guarded<>, co::TransactionalPosition<>>);
+static_assert(
+    co::can_make_pipeline<pgroup::member_consumer, guarded<>, co::TransactionalPosition<>>);
+static_assert(
+    co::can_make_pipeline<pgroup::member_consumer, versioned<>, co::TransactionalPosition<>>);
+static_assert(
+    co::can_make_pipeline<pconsumer, guarded<>, co::AtLeastOnce<>, co::with_store<store_t>>);
+static_assert(
+    co::can_make_pipeline<pconsumer, appending<>, co::AtMostOnce<>, co::with_store<store_t>>);
+static_assert(!co::can_make_pipeline<pconsumer, upserting<>, co::TransactionalPosition<>>);  // R5
+static_assert(
+    !co::can_make_pipeline<pconsumer, appending<>, co::AtLeastOnce<>, co::with_store<store_t>>);
+// A Synced store beside a Buffered sink: a position could outlive the rows (R9a).
+static_assert(!co::can_make_pipeline<order_log, guarded<pg::buffered>, co::AtLeastOnce<>,
+                                     co::with_store<pg::position_store<pg::synced>>>);
+static_assert(co::partitioned_fencing_sink<guarded<>> && co::fencing_sink<guarded<>>);
+static_assert(co::stream_registry<guarded<>> && co::partitioned_watermarked_sink<guarded<>>);
+static_assert(co::partitioned_position_store<store_t> && co::position_store<store_t>);
+
+TEST_CASE("a repartitioned key: the offset guard refuses it, the version guard takes it") {
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_repartition");
+  plog log(2);
+  // Order 1 lives in partition 0 for three events, then -- the topic repartitioned -- in
+  // partition 1 for two more; order 2 stays in partition 0.
+  log.append(co::partition_id{0}, order_event{1, 101, 10, 1});
+  log.append(co::partition_id{0}, order_event{2, 102, 20, 1});
+  log.append(co::partition_id{0}, order_event{1, 101, 11, 2});
+  log.append(co::partition_id{0}, order_event{1, 101, 12, 3});
+  log.append(co::partition_id{1}, order_event{1, 101, 13, 4});
+  log.append(co::partition_id{1}, order_event{1, 101, 14, 5});
+  const std::vector<co::partition_id> both{co::partition_id{0}, co::partition_id{1}};
+  {
+    auto source = log.make_consumer(both);
+    guarded<> sink(conninfo(), in_schema(schema, "offset_guard"));
+    co::pipeline<pconsumer, guarded<>, co::TransactionalPosition<>> p(
+        source, sink, co::settings{.batch_size = 2});
+    CHECK_THROWS_AS(p.run(), co::key_moved_partition);
+  }
+  client c(conninfo(), schema);
+  c.exec("DROP TABLE orders_flat");
+  auto source = log.make_consumer(both);
+  versioned<> sink(conninfo(), in_schema(schema, "version_guard"));
+  co::pipeline<pconsumer, versioned<>, co::TransactionalPosition<>> p(
+      source, sink, co::settings{.batch_size = 2});
+  CHECK(p.run() == 6);
+  CHECK(c.integer("SELECT event_seq FROM orders_flat WHERE order_id = 1") == 5);
+  CHECK(c.integer("SELECT source_partition FROM orders_flat WHERE order_id = 1") == 1);
+  CHECK(c.integer("SELECT event_seq FROM orders_flat WHERE order_id = 2") == 1);
+}
