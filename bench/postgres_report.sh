@@ -31,7 +31,7 @@ set xtics ("1" 1, "64" 64, "512" 512)
 set xrange [0.7:800]
 set xlabel "batch (records per transaction)"
 set ylabel "rows per second (median)"
-set key top left
+set key bottom right
 set grid
 set datafile separator "\t"
 plot "< grep '^fsync_off' $table.sorted" using 2:3 with linespoints lw 2 pt 7 title "pipeline, fsync=off", \
