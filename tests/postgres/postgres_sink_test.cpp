@@ -90,6 +90,11 @@ TEST_CASE("a unit's rows go out as one statement, with the positions, in two rou
   CHECK(after.rows_sent - before.rows_sent == 200);  // one per key: the latest offset
   CHECK(after.rows_collapsed - before.rows_collapsed == 300);
   CHECK(sink.load_position(p0) == co::position{500});
+  // Prepared once on the sink's connection, reused by every unit.
+  CHECK(sink.database()
+            .exec("SELECT 1 FROM pg_prepared_statements WHERE name IN ('co_write', "
+                  "'co_position_fence', 'co_position_store')")
+            .rows() == 3);
 
   client c(conninfo(), schema);
   CHECK(c.count("orders_flat") == 200);
@@ -99,29 +104,36 @@ TEST_CASE("a unit's rows go out as one statement, with the positions, in two rou
   CHECK(c.count("orders_flat WHERE source_partition <> 0") == 0);
 }
 
-TEST_CASE("a big unit is split under rows_per_statement and still sent in one round trip") {
+TEST_CASE("a unit far past 65535 values is one statement, and split only by rows_per_statement") {
   const std::string schema = fresh_schema(conninfo(), "t_big_unit");
+  // 70,000 rows of 6 columns: 420,000 values, six times what libpq allows as parameters of one
+  // statement -- as six arrays, they are six parameters.
   pg::sink_options o = in_schema(schema);
+  o.rows_per_statement = 100000;
+  {
+    guarded<> sink(conninfo(), o);
+    sink.begin();
+    for (std::int64_t i = 0; i < 70000; ++i)
+      sink.apply(p0, co::offset{i}, ev(i, 1));
+    sink.store_position(p0, co::position{70000});
+    sink.commit();
+    CHECK(sink.stats().write_statements == 1);
+    CHECK(client(conninfo(), schema).count("orders_flat") == 70000);
+  }
+  // Split at 10,000 rows per statement, still one round trip before COMMIT; and a replay of it
+  // all comes back absorbed (RETURNING names none of the rows).
   o.rows_per_statement = 10000;
   guarded<> sink(conninfo(), o);
   sink.begin();
   for (std::int64_t i = 0; i < 30000; ++i)
     sink.apply(p0, co::offset{i}, ev(i, 1));
-  sink.store_position(p0, co::position{30000});
+  sink.store_position(p0, co::position{70000});
   const pg::sink_stats before = sink.stats();
   sink.commit();
   CHECK(sink.stats().write_statements - before.write_statements == 3);
   CHECK(sink.stats().round_trips - before.round_trips == 2);
-  client c(conninfo(), schema);
-  CHECK(c.count("orders_flat") == 30000);
-
-  // A replay of all of it: every row comes back absorbed (RETURNING names none).
-  sink.begin();
-  for (std::int64_t i = 0; i < 30000; ++i)
-    sink.apply(p0, co::offset{i}, ev(i, 1));
-  sink.store_position(p0, co::position{30000});
-  sink.commit();
   CHECK(sink.stats().rows_absorbed == 30000);
+  CHECK(client(conninfo(), schema).count("orders_flat") == 70000);
 }
 
 TEST_CASE("values of every column type go through the arrays unchanged") {
