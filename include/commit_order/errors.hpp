@@ -245,6 +245,31 @@ class offset_reused final : public error {
   offset at_;
 };
 
+/// A record's row failed, and the sink could only tell after apply() had returned: a sink that
+/// sends a unit's rows together (one statement for many rows, as the unit commits) learns of a
+/// row's failure in store_position() or commit(). It throws this from there, naming the record
+/// the row came from, with the row's own failure nested (std::throw_with_nested). The loop
+/// handles it as that record's failure -- retried, dead-lettered or stopping the pipeline as
+/// the error handling says -- exactly as if apply() had thrown it. Not an infrastructure_error:
+/// the record is at fault. A sink that cannot name the record throws an infrastructure_error
+/// instead (the unit is redone, nothing is blamed).
+/// (Not final: std::throw_with_nested derives from it.)
+class row_failed : public error {
+ public:
+  row_failed(partition_id partition, offset at, const std::string& reason)
+      : error("commit_order: the row of the record at offset " + std::to_string(at.value()) +
+              " of partition " + std::to_string(partition.value()) + " failed: " + reason)
+      , partition_(partition)
+      , at_(at) {}
+
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
+  [[nodiscard]] offset at() const noexcept { return at_; }
+
+ private:
+  partition_id partition_;
+  offset at_;
+};
+
 /// A record failed in the transform or the sink and the error handling gave up on it. The
 /// original exception is nested (std::rethrow_if_nested). `committed()` is where the durable
 /// position stands: at or before `failed()` unless the policy had already committed past it

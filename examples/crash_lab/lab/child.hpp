@@ -2,7 +2,7 @@
 // crash_lab/lab/child.hpp — the consumer process the supervisor starts and kills.
 //
 //   <exe> --child <policy> <source> <log dir | bootstrap servers> <database> <position file>
-//         <batch> <pace µs> <interval ms>
+//         <batch> <pace µs> <interval ms> <sink: sqlite|postgres> <PostgreSQL connection, or ->
 //
 // It recovers, consumes the log (or the Kafka topic) to its end through the policy's pipeline,
 // and exits 0. It
@@ -11,7 +11,8 @@
 // arrives next:
 //   ready <position>     recovered; consuming from <position>
 //   at <position>        a poll_once() finished; the read position is <position>
-//   absorbed             the offset guard kept a newer row (a replay, absorbed)
+//   absorbed [<n>]       the offset guard kept a newer row (a replay, absorbed); n rows at once
+//                        when the PostgreSQL sink reports them as its unit commits
 //   done <position>      consumed to the end of the log
 #pragma once
 
@@ -34,6 +35,7 @@
 
 #include "lab/kafka.hpp"
 #include "lab/orders.hpp"
+#include "lab/pg_lab.hpp"
 #include "lab/policies.hpp"
 
 namespace crash_lab {
@@ -49,6 +51,9 @@ struct child_args {
   std::size_t batch = 8;
   std::chrono::microseconds pace{0};
   std::chrono::milliseconds auto_commit{50};
+  sink_kind sink = sink_kind::sqlite;
+  /// The PostgreSQL database (sink_kind::postgres).
+  std::string conninfo;
 };
 
 inline constexpr std::string_view child_flag = "--child";
@@ -68,7 +73,9 @@ inline std::vector<std::string> child_command_line(const child_args& a) {
           a.position_file.string(),
           std::to_string(a.batch),
           std::to_string(a.pace.count()),
-          std::to_string(a.auto_commit.count())};
+          std::to_string(a.auto_commit.count()),
+          std::string(flag_name(a.sink)),
+          a.conninfo.empty() ? std::string("-") : a.conninfo};
 }
 
 /// Reports to the supervisor through file descriptor 1.
@@ -153,7 +160,7 @@ int drive(Pipeline& pipeline, co::position end, source_kind source, const report
 
 }  // namespace detail
 
-/// Consumes the file log under the policy `a.policy`; returns the process exit code.
+/// Consumes the file log under the policy `a.policy` into SQLite; returns the process exit code.
 inline int run_file_child(const child_args& a) {
   const reporter report;
   order_log log(a.log_dir, lab_log_options());
@@ -252,17 +259,63 @@ inline int run_kafka_child(const child_args& a) {
   return 2;
 }
 
+/// The same into PostgreSQL (see pg_lab.hpp).
+inline int run_child_postgres(const child_args& a) {
+  const reporter report;
+  order_log log(a.log_dir, lab_log_options());
+  const co::settings settings{.batch_size = a.batch, .auto_commit_interval = a.auto_commit};
+  const auto options = pg_sink_options(a.policy);
+  switch (a.policy) {
+    case policy_id::at_most_once_auto: {
+      using sink_t = pg_paced<pgl::upsert_sink<pg_orders_flat>>;
+      using store_t = pgl::position_store<>;
+      sink_t sink(a.pace, report, a.conninfo, options);
+      store_t store(a.conninfo, pg_store_options(a.policy));
+      co::pipeline<order_log, sink_t, co::AtMostOnce<co::AutoCommit>, co::with_store<store_t>> p(
+          log, sink, store, settings);
+      return detail::drive(p, log, report);
+    }
+    case policy_id::at_most_once: {
+      using sink_t = pg_paced<pgl::append_sink<pg_orders_flat>>;
+      using store_t = co::file::position_store;
+      sink_t sink(a.pace, report, a.conninfo, options);
+      store_t store(a.position_file);
+      co::pipeline<order_log, sink_t, co::AtMostOnce<>, co::with_store<store_t>> p(log, sink, store,
+                                                                                   settings);
+      return detail::drive(p, log, report);
+    }
+    case policy_id::at_least_once: {
+      using sink_t = pg_paced<pgl::guarded_upsert_sink<pg_orders_flat>>;
+      using store_t = co::file::position_store;
+      sink_t sink(a.pace, report, a.conninfo, options);
+      store_t store(a.position_file);
+      co::pipeline<order_log, sink_t, co::AtLeastOnce<>, co::with_store<store_t>> p(
+          log, sink, store, settings);
+      return detail::drive(p, log, report);
+    }
+    case policy_id::transactional: {
+      using sink_t = pg_paced<pgl::guarded_upsert_sink<pg_orders_flat>>;
+      sink_t sink(a.pace, report, a.conninfo, options);
+      co::pipeline<order_log, sink_t, co::TransactionalPosition<>> p(log, sink, settings);
+      return detail::drive(p, log, report);
+    }
+  }
+  return 2;
+}
+
 /// Consumes the orders under the policy `a.policy`; returns the process exit code.
 inline int run_child(const child_args& a) {
-  return a.source == source_kind::kafka ? run_kafka_child(a) : run_file_child(a);
+  if (a.source == source_kind::kafka)
+    return run_kafka_child(a);
+  return a.sink == sink_kind::postgres ? run_child_postgres(a) : run_file_child(a);
 }
 
 /// The child's main: parses `<exe> --child ...` and runs it. Exit codes: 0 consumed to the
 /// end, 2 bad command line or an error (printed on stderr), 3 stopped early.
 inline int child_main(int argc, char** argv) {
   try {
-    if (argc != 10)
-      throw std::invalid_argument("expected 8 arguments after --child");
+    if (argc != 12)
+      throw std::invalid_argument("expected 10 arguments after --child");
     const auto policy = parse_policy(argv[2]);
     if (!policy)
       throw std::invalid_argument(std::string("unknown policy ") + argv[2]);
@@ -281,6 +334,11 @@ inline int child_main(int argc, char** argv) {
     a.batch = static_cast<std::size_t>(std::stoull(argv[7]));
     a.pace = std::chrono::microseconds(std::stoll(argv[8]));
     a.auto_commit = std::chrono::milliseconds(std::stoll(argv[9]));
+    const auto sink = parse_sink(argv[10]);
+    if (!sink)
+      throw std::invalid_argument(std::string("unknown sink ") + argv[10]);
+    a.sink = *sink;
+    a.conninfo = std::string_view(argv[11]) == "-" ? std::string() : std::string(argv[11]);
     return run_child(a);
   } catch (const std::exception& e) {
     std::cerr << "crash_lab child: " << e.what() << "\n";

@@ -96,4 +96,19 @@ constexpr bool position_in_kafka(policy_id p) noexcept {
   return p == policy_id::at_most_once_auto || p == policy_id::at_most_once;
 }
 
+/// Where the table lives: a SQLite file, or a PostgreSQL database.
+enum class sink_kind { sqlite, postgres };
+
+constexpr std::string_view flag_name(sink_kind k) noexcept {
+  return k == sink_kind::sqlite ? "sqlite" : "postgres";
+}
+
+inline std::optional<sink_kind> parse_sink(std::string_view name) noexcept {
+  if (name == "sqlite")
+    return sink_kind::sqlite;
+  if (name == "postgres")
+    return sink_kind::postgres;
+  return std::nullopt;
+}
+
 }  // namespace crash_lab

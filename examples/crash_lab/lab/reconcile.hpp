@@ -17,6 +17,7 @@
 #include <commit_order/adapters/sqlite.hpp>
 
 #include "lab/orders.hpp"
+#include "lab/pg_lab.hpp"
 #include "lab/policies.hpp"
 
 namespace crash_lab {
@@ -42,15 +43,43 @@ struct snapshot {
   }
 };
 
+/// Reads the PostgreSQL table and stored position of `policy`'s run (rows in offset order for
+/// the append table, which has no insertion order: its newest row of an order is then the
+/// one a reader taking the latest record sees).
+inline void take_pg_snapshot(policy_id policy, const std::string& conninfo, snapshot& s) {
+  pg_client c(conninfo);
+  const std::string schema = pg_schema_of(policy);
+  if (c.has_table(schema, "orders_flat")) {
+    const auto r =
+        c.exec("SELECT order_id, customer_id, total_cents, event_seq, source_offset FROM " +
+               schema + ".orders_flat ORDER BY source_offset, order_id");
+    for (int i = 0; i < r.rows(); ++i)
+      s.rows.push_back(
+          table_row{order_event{r.integer(i, 0), r.integer(i, 1), r.integer(i, 2), r.integer(i, 3)},
+                    r.integer(i, 4)});
+  }
+  if ((policy == policy_id::at_most_once_auto || policy == policy_id::transactional) &&
+      c.has_table(schema, "commit_order_positions")) {
+    const auto r =
+        c.exec("SELECT position FROM " + schema + ".commit_order_positions WHERE stream = '" +
+               std::string(stream_name) + "' AND \"partition\" = 0");
+    if (r.rows() == 1 && !r.is_null(0, 0))
+      s.stored = co::position{r.integer(0, 0)};
+  }
+}
+
 /// Reads the table and the stored position of `policy`'s run. `kafka_committed`, when given,
 /// reads the position of a policy that keeps it in Kafka's committed offsets (a run on the
 /// Kafka topic, see position_in_kafka).
-inline snapshot take_snapshot(
-    policy_id policy, const std::filesystem::path& database,
+template <class Config>
+snapshot take_snapshot(
+    policy_id policy, const Config& config, const std::filesystem::path& database,
     const std::filesystem::path& position_file,
     const std::function<std::optional<co::position>()>& kafka_committed = {}) {
   snapshot s;
-  if (std::filesystem::exists(database)) {
+  if (config.sink == sink_kind::postgres) {
+    take_pg_snapshot(policy, config.pg_conninfo, s);
+  } else if (std::filesystem::exists(database)) {
     auto db = sq::connection::open<sq::wal_full>(database);
     auto exists =
         db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1");

@@ -46,6 +46,9 @@ struct lab_config {
   std::chrono::milliseconds auto_commit{50};
   /// Where the orders are: the file log, or a topic of a mock Kafka cluster in this process.
   source_kind source = source_kind::file;
+  /// Where the table lives; for PostgreSQL, the database (each policy in its own schema).
+  sink_kind sink = sink_kind::sqlite;
+  std::string pg_conninfo;
   /// Progress lines for a human; empty: quiet.
   std::function<void(const std::string&)> progress;
 };
@@ -109,6 +112,8 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   const auto paths = detail::paths_for(config, policy);
   std::filesystem::remove(paths.database);
   std::filesystem::remove(paths.position_file);
+  if (config.sink == sink_kind::postgres)
+    pg_reset_schema(config.pg_conninfo, policy);
 
   child_args args;
   args.policy = policy;
@@ -121,7 +126,9 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   args.batch = config.batch;
   args.pace = config.pace;
   args.auto_commit = config.auto_commit;
-  const auto command = child_command_line(args);
+  args.sink = config.sink;
+  args.conninfo = config.pg_conninfo;
+  auto command = child_command_line(args);
 
   policy_outcome out;
   out.policy = policy;
@@ -141,6 +148,10 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
     kafka_committed = [kafka, policy] { return kafka->committed(policy); };
 
   for (;;) {
+    // Each PostgreSQL consumer's sessions carry a name of their own (see the kill below).
+    const std::string session = "crash_lab_" + std::to_string(out.children + 1);
+    if (config.sink == sink_kind::postgres)
+      command.back() = config.pg_conninfo + " application_name=" + session;
     child_process child(config.executable, command);
     ++out.children;
     std::int64_t start_position = -1;
@@ -149,6 +160,8 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
     const auto on_line = [&](std::string_view line) {
       if (line == "absorbed") {
         ++out.replays_absorbed;
+      } else if (line.starts_with("absorbed ")) {
+        out.replays_absorbed += std::stoll(std::string(line.substr(9)));
       } else if (line.starts_with("ready ")) {
         start_position = last_position = std::stoll(std::string(line.substr(6)));
       } else if (line.starts_with("at ")) {
@@ -194,6 +207,11 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
           static_cast<std::int64_t>(fraction(rng) * batch_time.seconds() * 1e6));
       child.read_until(clock::now() + delay, on_line);
       const exit_status st = child.kill(on_line);
+      // A server finishes the statement a killed client sent before it notices the client is
+      // gone -- a COMMIT may still happen. The snapshot waits until the killed consumer's
+      // sessions have ended, so it sees what the kill left, not a moment of it.
+      if (config.sink == sink_kind::postgres)
+        pg_wait_until_gone(config.pg_conninfo, session);
       if (!st.killed) {
         if (st.signalled || st.code != 0)
           throw std::runtime_error(label + "the consumer failed (exit code " +
@@ -204,7 +222,7 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
       }
       ++out.kills;
       const snapshot now =
-          take_snapshot(policy, paths.database, paths.position_file, kafka_committed);
+          take_snapshot(policy, config, paths.database, paths.position_file, kafka_committed);
       const std::int64_t regressed = count_regressions(previous, now);
       out.regressed_rows += regressed;
       std::string note;
@@ -232,7 +250,7 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   }
 
   const snapshot final_state =
-      take_snapshot(policy, paths.database, paths.position_file, kafka_committed);
+      take_snapshot(policy, config, paths.database, paths.position_file, kafka_committed);
   out.regressed_rows += count_regressions(previous, final_state);
   const reconciliation r = reconcile(policy, log_events, final_state);
   out.rows_expected = r.rows_expected;

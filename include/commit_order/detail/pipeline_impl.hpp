@@ -672,7 +672,11 @@ class pipeline_impl {
         return;
       } catch (const std::exception& e) {
         // Only a record's failure is handled here; a failing begin, commit or position store is
-        // not the record's fault and propagates as it is (after the rollback in run_unit).
+        // not the record's fault and propagates as it is (after the rollback in run_unit) --
+        // unless the sink names the record whose row failed there (row_failed: a sink that
+        // sends a unit's rows together learns of a row's failure only then).
+        if (!failed_)
+          failed_ = deferred_failure(first, last, e);
         if (!failed_)
           throw;
         const record_ref bad = *failed_;
@@ -705,6 +709,20 @@ class pipeline_impl {
   template <class R>
   static record_ref ref_of(const R& r) noexcept {
     return record_ref{partition_of(r), offset_of(r)};
+  }
+
+  // The record a sink's row_failed names, if it is one of this unit's: a name outside the unit
+  // is not this unit's to retry or dead-letter, and propagates as it is.
+  template <class It>
+  static std::optional<record_ref> deferred_failure(It first, It last, const std::exception& e) {
+    const auto* deferred = dynamic_cast<const row_failed*>(&e);
+    if (deferred == nullptr)
+      return std::nullopt;
+    const record_ref named{deferred->partition(), deferred->at()};
+    for (It it = first; it != last; ++it)
+      if (ref_of(*it) == named)
+        return named;
+    return std::nullopt;
   }
 
   // Called inside the handler of the record's exception, which it nests into record_failed.

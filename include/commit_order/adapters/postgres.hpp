@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: BSL-1.0
+// commit_order/adapters/postgres.hpp — the PostgreSQL adapter: typed table descriptions,
+// partition-scoped guarded upsert / version-guarded upsert / upsert / append sinks with the
+// positions (per partition, fenced by owner epochs) in the same transaction, and a position
+// store. Links libpq: target commit_order::postgres.
+#pragma once
+
+#include "commit_order/adapters/postgres/connection.hpp"
+#include "commit_order/adapters/postgres/position_store.hpp"
+#include "commit_order/adapters/postgres/position_table.hpp"
+#include "commit_order/adapters/postgres/sink.hpp"
+#include "commit_order/adapters/postgres/table.hpp"
+#include "commit_order/adapters/postgres/text.hpp"

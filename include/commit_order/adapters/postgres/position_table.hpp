@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: BSL-1.0
+// commit_order/adapters/postgres/position_table.hpp — the rows that hold a stream's positions,
+// one per partition with its owner's epoch, and the row that holds what a stream's owners
+// share (its era and partition count).
+//
+//   CREATE TABLE commit_order_positions (stream TEXT, topic TEXT, "partition" INTEGER,
+//       position BIGINT,                        -- the next offset to read; NULL: claimed only
+//       owner_epoch BIGINT NOT NULL DEFAULT 0,  -- the epoch of the consumer that owns it
+//       PRIMARY KEY (stream, topic, "partition"))
+//   CREATE TABLE commit_order_streams (stream TEXT, topic TEXT,
+//       era BIGINT NOT NULL DEFAULT 0,          -- raised by an operator only (bump_era)
+//       partition_count INTEGER,                -- recorded at the first claim
+//       PRIMARY KEY (stream, topic))
+//
+// Every statement is conditional on ownership where it writes a position: a claim raises the
+// epoch or changes nothing (and the claimer is fenced), a store changes the row only while it
+// is owned at the writer's epoch. The statements are prepared once per connection.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "commit_order/adapters/postgres/connection.hpp"
+#include "commit_order/adapters/postgres/table.hpp"
+
+namespace commit_order::postgres {
+
+/// Where a stream's positions live: the stream (the consumer's name), the topic it reads, and
+/// the tables.
+struct position_location final {
+  std::string stream = "default";
+  std::string topic = "default";
+  std::string position_table = "commit_order_positions";
+  std::string stream_table = "commit_order_streams";
+};
+
+namespace detail {
+
+inline std::string require_identifier(const std::string& name, std::string_view what) {
+  if (!is_identifier(name))
+    throw std::invalid_argument(concat("commit_order::postgres: the ", what, " '", name,
+                                       "' is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"));
+  return quote_identifier(name);
+}
+
+/// The statements on the position and stream tables, by name.
+struct position_sql final {
+  static constexpr const char* load = "co_position_load";
+  static constexpr const char* claim = "co_position_claim";
+  static constexpr const char* claim_next = "co_position_claim_next";
+  static constexpr const char* fence = "co_position_fence";
+  static constexpr const char* store = "co_position_store";
+  static constexpr const char* count = "co_stream_count";
+  static constexpr const char* era = "co_stream_era";
+  static constexpr const char* bump_era = "co_stream_bump_era";
+  static constexpr const char* accept_count = "co_stream_accept_count";
+
+  /// Creates the tables if asked, and prepares every statement on `db`.
+  static void prepare(connection& db, const position_location& where, bool create) {
+    const std::string p = require_identifier(where.position_table, "position table name");
+    const std::string s = require_identifier(where.stream_table, "stream table name");
+    if (create) {
+      // Two consumers creating the same table at once can collide in the catalog (a unique
+      // violation on pg_type): the advisory lock makes the second wait for the first.
+      db.exec(
+          concat("BEGIN; SELECT pg_advisory_xact_lock(7206164131);"
+                 " CREATE TABLE IF NOT EXISTS ",
+                 p,
+                 " (stream TEXT NOT NULL, topic TEXT NOT NULL, \"partition\" INTEGER NOT NULL,"
+                 " position BIGINT, owner_epoch BIGINT NOT NULL DEFAULT 0,"
+                 " PRIMARY KEY (stream, topic, \"partition\"));"
+                 " CREATE TABLE IF NOT EXISTS ",
+                 s,
+                 " (stream TEXT NOT NULL, topic TEXT NOT NULL, era BIGINT NOT NULL DEFAULT 0,"
+                 " partition_count INTEGER, PRIMARY KEY (stream, topic)); COMMIT"));
+    }
+    db.prepare(load, concat("SELECT position, owner_epoch FROM ", p,
+                            " WHERE stream = $1 AND topic = $2 AND \"partition\" = $3"));
+    db.prepare(claim, concat("INSERT INTO ", p,
+                             " AS t (stream, topic, \"partition\", position, owner_epoch)"
+                             " VALUES ($1, $2, $3, NULL, $4) ON CONFLICT (stream, topic,"
+                             " \"partition\") DO UPDATE SET owner_epoch = excluded.owner_epoch"
+                             " WHERE t.owner_epoch <= excluded.owner_epoch RETURNING position"));
+    db.prepare(claim_next, concat("INSERT INTO ", p,
+                                  " AS t (stream, topic, \"partition\", position, owner_epoch)"
+                                  " VALUES ($1, $2, $3, NULL, 1) ON CONFLICT (stream, topic,"
+                                  " \"partition\") DO UPDATE SET owner_epoch = t.owner_epoch + 1"
+                                  " RETURNING owner_epoch, position"));
+    // Locks the position rows of the partitions a transaction stores, in ascending order,
+    // before anything else it writes: a concurrent claim waits for it (or it for the claim),
+    // and the epochs it reads are the ones its COMMIT will be judged by.
+    db.prepare(fence, concat("SELECT \"partition\", owner_epoch FROM ", p,
+                             " WHERE stream = $1 AND topic = $2 AND \"partition\" ="
+                             " ANY($3::integer[]) ORDER BY \"partition\" FOR UPDATE"));
+    // Changes a row only while it is owned at the writer's epoch; RETURNING names the rows it
+    // changed, so a missing partition is a fenced writer.
+    db.prepare(store,
+               concat("INSERT INTO ", p,
+                      " AS t (stream, topic, \"partition\", position, owner_epoch)"
+                      " SELECT $1, $2, u.k, u.p, u.e FROM unnest($3::integer[],"
+                      " $4::bigint[], $5::bigint[]) AS u(k, p, e) ON CONFLICT (stream,"
+                      " topic, \"partition\") DO UPDATE SET position = excluded.position"
+                      " WHERE t.owner_epoch = excluded.owner_epoch RETURNING \"partition\""));
+    db.prepare(count, concat("INSERT INTO ", s,
+                             " AS t (stream, topic, era, partition_count) VALUES ($1, $2, 0, $3)"
+                             " ON CONFLICT (stream, topic) DO UPDATE SET partition_count ="
+                             " COALESCE(t.partition_count, excluded.partition_count)"
+                             " RETURNING partition_count"));
+    db.prepare(era, concat("SELECT era FROM ", s, " WHERE stream = $1 AND topic = $2"));
+    db.prepare(bump_era, concat("INSERT INTO ", s,
+                                " AS t (stream, topic, era, partition_count) VALUES ($1, $2, 1,"
+                                " NULL) ON CONFLICT (stream, topic) DO UPDATE SET era = t.era + 1"
+                                " RETURNING era"));
+    db.prepare(
+        accept_count,
+        concat("UPDATE ", s, " SET partition_count = NULL WHERE stream = $1 AND topic = $2"));
+  }
+};
+
+}  // namespace detail
+
+}  // namespace commit_order::postgres

@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: BSL-1.0
+// commit_order/adapters/postgres/table.hpp — the typed description of a PostgreSQL sink table.
+//
+// As with the SQLite adapter, a table is described by the event members its columns hold,
+// never by SQL text:
+//
+//   struct orders_flat final
+//       : postgres::table_layout<"orders_flat", order_event,
+//             postgres::key_columns<postgres::column<"order_id", &order_event::order_id>>,
+//             postgres::value_columns<
+//                 postgres::column<"customer_id", &order_event::customer_id>,
+//                 postgres::column<"total_cents", &order_event::total_cents>>> {};
+//
+// The key columns are the idempotency key (rule R8 reads `key_type`). Every row also carries
+// the partition and the source offset it came from (default columns `source_partition` and
+// `source_offset`): the offset guard compares offsets within one partition, so one table can
+// be fed by every partition of a stream, and the recovery check reads the highest offset of a
+// partition through an index on (source_partition, source_offset). Names are checked at
+// compile time to be plain identifiers and are always quoted; values always travel as
+// parameters, so no event content and no name can change a statement's meaning.
+//
+// Column types: bool BOOLEAN; integers (and enumerations, by their underlying type) of up to
+// 32 bits INTEGER, 64 bits BIGINT (an unsigned 64-bit member is refused: BIGINT is signed);
+// float and double DOUBLE PRECISION; strings TEXT. Every column is NOT NULL.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
+#include "commit_order/adapters/postgres/text.hpp"
+#include "commit_order/key.hpp"
+
+namespace commit_order::postgres {
+
+/// A string usable as a template argument: `column<"order_id", ...>`.
+template <std::size_t N>
+struct fixed_string final {
+  char data[N]{};
+  constexpr fixed_string(const char (&text)[N]) noexcept {  // NOLINT: implicit by design
+    std::copy_n(text, N, data);
+  }
+  [[nodiscard]] constexpr std::string_view view() const noexcept { return {data, N - 1}; }
+};
+
+/// True for a plain SQL identifier PostgreSQL keeps whole: a letter or underscore, then
+/// letters, digits, underscores; at most 63 bytes (longer names are cut by the server).
+constexpr bool is_identifier(std::string_view name) noexcept {
+  if (name.empty() || name.size() > 63)
+    return false;
+  const auto letter = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  };
+  if (!letter(name.front()))
+    return false;
+  return std::all_of(name.begin(), name.end(),
+                     [&](char c) { return letter(c) || (c >= '0' && c <= '9'); });
+}
+
+namespace detail {
+template <class M>
+struct member_pointer_traits;
+template <class C, class T>
+struct member_pointer_traits<T C::*> {
+  using owner = C;
+  using value = T;
+};
+
+/// The PostgreSQL type a member of type T is stored as, and its array type.
+template <class T>
+struct pg_type {
+  static constexpr bool supported = false;
+};
+template <class T>
+requires std::is_enum_v<T>
+struct pg_type<T> : pg_type<std::underlying_type_t<T>> {
+};
+template <>
+struct pg_type<bool> {
+  static constexpr bool supported = true;
+  static constexpr std::string_view name = "BOOLEAN";
+  static constexpr std::string_view array = "boolean[]";
+};
+template <class T>
+requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) struct pg_type<T> {
+  static constexpr bool supported = sizeof(T) < 8 || std::is_signed_v<T>;
+  static constexpr bool narrow = sizeof(T) < 4 || (sizeof(T) == 4 && std::is_signed_v<T>);
+  static constexpr std::string_view name = narrow ? "INTEGER" : "BIGINT";
+  static constexpr std::string_view array = narrow ? "integer[]" : "bigint[]";
+};
+template <class T>
+requires std::is_floating_point_v<T>
+struct pg_type<T> {
+  static constexpr bool supported = true;
+  static constexpr std::string_view name = "DOUBLE PRECISION";
+  static constexpr std::string_view array = "double precision[]";
+};
+template <class T>
+requires(!std::is_arithmetic_v<T> && !std::is_enum_v<T> &&
+         std::is_convertible_v<const T&, std::string_view>) struct pg_type<T> {
+  static constexpr bool supported = true;
+  static constexpr std::string_view name = "TEXT";
+  static constexpr std::string_view array = "text[]";
+};
+}  // namespace detail
+
+/// One column: its name and the event member it holds.
+template <fixed_string Name, auto Member>
+requires std::is_member_object_pointer_v<decltype(Member)>
+struct column final {
+  static_assert(is_identifier(Name.view()),
+                "commit_order::postgres: a column name must be a plain identifier "
+                "([A-Za-z_][A-Za-z0-9_]*, at most 63 characters)");
+  static constexpr std::string_view name = Name.view();
+  static constexpr auto member = Member;
+  using owner_type = typename detail::member_pointer_traits<decltype(Member)>::owner;
+  using value_type = typename detail::member_pointer_traits<decltype(Member)>::value;
+  static_assert(detail::pg_type<value_type>::supported,
+                "commit_order::postgres: no PostgreSQL type for this member -- use bool, an "
+                "integer (an unsigned 64-bit one does not fit BIGINT), an enum, float, double "
+                "or a string");
+};
+
+template <class T>
+struct is_column : std::false_type {};
+template <fixed_string Name, auto Member>
+struct is_column<column<Name, Member>> : std::true_type {};
+
+/// The columns of the uniqueness constraint the upsert conflicts on: the idempotency key.
+template <class... Columns>
+requires(is_column<Columns>::value&&...) struct key_columns final {
+  static_assert(sizeof...(Columns) > 0, "commit_order::postgres: a key needs at least one column");
+  static constexpr std::size_t size = sizeof...(Columns);
+  /// The event-derived key these columns make (rule R8 reads it).
+  using key_type = commit_order::key<Columns::member...>;
+};
+
+/// The columns an upsert overwrites.
+template <class... Columns>
+requires(is_column<Columns>::value&&...) struct value_columns final {
+  static constexpr std::size_t size = sizeof...(Columns);
+};
+
+namespace detail {
+template <class Keys, class Values>
+struct all_columns;
+template <class... K, class... V>
+struct all_columns<key_columns<K...>, value_columns<V...>> {
+  static constexpr std::array<std::string_view, sizeof...(K) + sizeof...(V)> names{K::name...,
+                                                                                   V::name...};
+  template <class Event>
+  static constexpr bool members_of = (std::is_same_v<typename K::owner_type, Event> && ...) &&
+                                     (std::is_same_v<typename V::owner_type, Event> && ...);
+  /// Is `Member` the member of one of the value columns?
+  template <auto Member>
+  static constexpr bool has_value_member = [] {
+    bool found = false;
+    (
+        [&] {
+          if constexpr (std::is_same_v<decltype(V::member), decltype(Member)>)
+            found = found || V::member == Member;
+        }(),
+        ...);
+    return found;
+  }();
+};
+
+template <std::size_t N>
+constexpr bool names_distinct(std::array<std::string_view, N> names, std::string_view extra1,
+                              std::string_view extra2) {
+  if (extra1 == extra2)
+    return false;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (names[i] == extra1 || names[i] == extra2)
+      return false;
+    for (std::size_t j = i + 1; j < N; ++j)
+      if (names[i] == names[j])
+        return false;
+  }
+  return true;
+}
+}  // namespace detail
+
+/// A table's layout: its name, the event its rows hold, the key and value columns, and the
+/// names of the two columns every row carries besides (its source offset and partition). It
+/// describes a table and is not one (the sinks in sink.hpp write the table it describes).
+/// Derive a named type from it so diagnostics print the name rather than the description.
+template <fixed_string Name, class Event, class Keys, class Values,
+          fixed_string OffsetColumn = "source_offset",
+          fixed_string PartitionColumn = "source_partition">
+struct table_layout {
+  using event_type = Event;
+  using keys = Keys;
+  using values = Values;
+  static constexpr std::string_view name = Name.view();
+  static constexpr std::string_view offset_column = OffsetColumn.view();
+  static constexpr std::string_view partition_column = PartitionColumn.view();
+
+  static_assert(is_identifier(name),
+                "commit_order::postgres: a table name must be a plain identifier");
+  static_assert(is_identifier(offset_column),
+                "commit_order::postgres: the source-offset column name must be a plain identifier");
+  static_assert(is_identifier(partition_column),
+                "commit_order::postgres: the source-partition column name must be a plain "
+                "identifier");
+  static_assert(detail::all_columns<Keys, Values>::template members_of<Event>,
+                "commit_order::postgres: every column must hold a member of the table's event "
+                "type");
+  static_assert(detail::names_distinct(detail::all_columns<Keys, Values>::names, offset_column,
+                                       partition_column),
+                "commit_order::postgres: column names (and the source-offset and "
+                "source-partition columns) must differ");
+};
+
+template <class T>
+struct is_key_columns : std::false_type {};
+template <class... C>
+struct is_key_columns<key_columns<C...>> : std::true_type {};
+template <class T>
+struct is_value_columns : std::false_type {};
+template <class... C>
+struct is_value_columns<value_columns<C...>> : std::true_type {};
+
+/// D describes a table: `postgres::table_layout<...>` or a type derived from one.
+template <class D>
+concept describes_table = requires {
+  typename D::event_type;
+  typename D::keys;
+  typename D::values;
+  { D::name } -> std::convertible_to<std::string_view>;
+  { D::offset_column } -> std::convertible_to<std::string_view>;
+  { D::partition_column } -> std::convertible_to<std::string_view>;
+}
+&&is_key_columns<typename D::keys>::value&& is_value_columns<typename D::values>::value;
+
+namespace detail {
+
+// Names are plain identifiers (checked at compile time), so quoting cannot be escaped; the
+// quotes keep a name that is also a keyword ("order", "partition") a name, and its case.
+inline std::string quote_identifier(std::string_view identifier) {
+  return concat("\"", identifier, "\"");
+}
+
+template <class... C>
+std::string column_list(std::string_view separator, auto&& each) {
+  std::string out;
+  ((out.append(out.empty() ? std::string_view() : separator),
+    out.append(each.template operator()<C>())),
+   ...);
+  return out;
+}
+
+template <class Keys, class Values>
+struct columns_of;
+template <class... K, class... V>
+struct columns_of<key_columns<K...>, value_columns<V...>> {
+  static constexpr std::size_t key_count = sizeof...(K);
+  static constexpr std::size_t count = sizeof...(K) + sizeof...(V);
+
+  static std::string key_names() {
+    return column_list<K...>(", ", []<class C>() { return quote_identifier(C::name); });
+  }
+  static std::string all_names() {
+    return column_list<K..., V...>(", ", []<class C>() { return quote_identifier(C::name); });
+  }
+  static std::string definitions() {
+    return column_list<K..., V...>(", ", []<class C>() {
+      return concat(quote_identifier(C::name), " ", pg_type<typename C::value_type>::name,
+                    " NOT NULL");
+    });
+  }
+  /// `$first::bigint[], $first+1::text[], ...`: one array parameter per column.
+  static std::string array_parameters(int first) {
+    int index = first;
+    return column_list<K..., V...>(", ", [&index]<class C>() {
+      std::string p = "$";
+      append_integer(p, index++);
+      return concat(p, "::", pg_type<typename C::value_type>::array);
+    });
+  }
+  /// The same for the key columns only.
+  static std::string key_array_parameters(int first) {
+    int index = first;
+    return column_list<K...>(", ", [&index]<class C>() {
+      std::string p = "$";
+      append_integer(p, index++);
+      return concat(p, "::", pg_type<typename C::value_type>::array);
+    });
+  }
+  static std::string updates() {
+    return column_list<V...>(", ", []<class C>() {
+      return concat(quote_identifier(C::name), " = excluded.", quote_identifier(C::name));
+    });
+  }
+  /// `t."k1" = u."k1" AND ...`.
+  static std::string key_join(std::string_view left, std::string_view right) {
+    return column_list<K...>(" AND ", [&]<class C>() {
+      return concat(left, ".", quote_identifier(C::name), " = ", right, ".",
+                    quote_identifier(C::name));
+    });
+  }
+
+  /// Appends row `e`'s values to one array per column, keys first, in declaration order.
+  template <class Event>
+  static void add_to(array_builder* arrays, const Event& e) {
+    std::size_t i = 0;
+    (arrays[i++].add(e.*(K::member)), ...);
+    (arrays[i++].add(e.*(V::member)), ...);
+  }
+  /// Appends the key of `e` to one array per key column.
+  template <class Event>
+  static void add_key_to(array_builder* arrays, const Event& e) {
+    std::size_t i = 0;
+    (arrays[i++].add(e.*(K::member)), ...);
+  }
+  /// The key of `e` as a tuple of references (compared to deduplicate and sort a unit).
+  template <class Event>
+  static auto key_of(const Event& e) {
+    return std::tie(e.*(K::member)...);
+  }
+  /// The key of `e` as text, for messages: `(order_id=17)`.
+  template <class Event>
+  static std::string key_text(const Event& e) {
+    std::string out = "(";
+    bool first = true;
+    (
+        [&] {
+          if (!first)
+            out.append(", ");
+          first = false;
+          out.append(K::name);
+          out.push_back('=');
+          append_value(out, e.*(K::member), false);
+        }(),
+        ...);
+    out.push_back(')');
+    return out;
+  }
+  /// True when a string value of `e` holds a NUL byte, which no PostgreSQL text can store.
+  template <class Event>
+  static bool has_nul(const Event& e) {
+    bool found = false;
+    (check_nul(e.*(K::member), found), ...);
+    (check_nul(e.*(V::member), found), ...);
+    return found;
+  }
+
+ private:
+  template <class T>
+  static void check_nul(const T& value, bool& found) {
+    if constexpr (!std::is_arithmetic_v<T> && !std::is_enum_v<T>) {
+      found = found || std::string_view(value).find('\0') != std::string_view::npos;
+    }
+  }
+};
+
+}  // namespace detail
+
+}  // namespace commit_order::postgres

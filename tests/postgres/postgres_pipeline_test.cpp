@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: BSL-1.0
+// Pipelines over the PostgreSQL sinks and store, against a real server: each policy end to
+// end; one shared table fed by four partitions while a consumer group rebalances (members
+// joining, leaving, and one expiring without being told: a zombie, fenced, nothing of its unit
+// written); and the server itself crashed (pg_ctl stop -m immediate) under a running consumer,
+// which recovers with nothing it was told was committed lost.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "pg_orders.hpp"
+#include "pg_support.hpp"
+
+using namespace pg_test;
+
+namespace {
+
+using order_log = co::memory::log<order_event, co::Buffered>;
+
+/// `n` events over `orders` orders, each a new event of a random order (event_seq counts per
+/// order).
+order_log random_orders(std::int64_t n, std::int64_t orders, std::uint64_t seed) {
+  order_log log;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> pick(1, orders);
+  std::map<std::int64_t, std::int64_t> seq;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t id = pick(rng);
+    log.append(order_event{id, 100 + id, 1000 * id + i, ++seq[id]});
+  }
+  return log;
+}
+
+/// What orders_flat must hold: each order's last event.
+std::map<std::int64_t, order_event> last_events(const std::vector<order_event>& events) {
+  std::map<std::int64_t, order_event> last;
+  for (const auto& e : events)
+    last[e.order_id] = e;
+  return last;
+}
+
+std::vector<order_event> events_of(const order_log& log) {
+  std::vector<order_event> out;
+  for (const auto& r : log.records())
+    out.push_back(r.event);
+  return out;
+}
+
+/// orders_flat as stored.
+std::map<std::int64_t, order_event> table_of(client& c, const std::string& table = "orders_flat") {
+  std::map<std::int64_t, order_event> rows;
+  const pg::result r = c.exec("SELECT order_id, customer_id, total_cents, event_seq FROM " + table);
+  for (int i = 0; i < r.rows(); ++i)
+    rows[r.integer(i, 0)] =
+        order_event{r.integer(i, 0), r.integer(i, 1), r.integer(i, 2), r.integer(i, 3)};
+  return rows;
+}
+
+/// A sink that marks the rows it writes (customer_id), so a test can tell whose they are.
+template <class Sink>
+struct marking final : Sink {
+  using Sink::Sink;
+  std::int64_t mark = 0;
+  void apply(co::partition_id k, co::offset o, const order_event& row) {
+    order_event marked = row;
+    if (mark != 0)
+      marked.customer_id = mark;
+    Sink::apply(k, o, marked);
+  }
+  void apply(co::offset o, const order_event& row) { apply(co::partition_id{0}, o, row); }
+};
+
+}  // namespace
+
+// ---- each policy end to end ------------------------------------------------------------------
+
+TEST_CASE("TransactionalPosition writes every order and its position, and resumes where it was") {
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_tx");
+  order_log log = random_orders(1000, 120, 1);
+  {
+    guarded<> sink(conninfo(), in_schema(schema));
+    co::pipeline<order_log, guarded<>, co::TransactionalPosition<>,
+                 co::with_observer<co::counting_observer>>
+        p(log, sink, co::settings{.batch_size = 64});
+    CHECK(p.run() == 1000);
+    CHECK(p.observer().units_committed == 16);
+    CHECK(sink.stats().write_statements == 16);  // one statement per unit
+    CHECK(sink.load_position() == co::position{1000});
+  }
+  // More events, a new consumer: it claims (a fresh epoch) and goes on from 1000.
+  for (std::int64_t i = 0; i < 100; ++i)
+    log.append(order_event{i + 1, 0, i, 1000 + i});
+  guarded<> sink(conninfo(), in_schema(schema));
+  co::pipeline<order_log, guarded<>, co::TransactionalPosition<>> p(log, sink,
+                                                                    co::settings{.batch_size = 64});
+  CHECK(p.recover() == co::position{1000});
+  CHECK(p.run() == 100);
+  CHECK(sink.owner_epoch() == co::epoch{2});
+  client c(conninfo(), schema);
+  CHECK(table_of(c) == last_events(events_of(log)));
+}
+
+TEST_CASE("a row newer than the stored position is an invariant violation at recovery") {
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_invariant");
+  order_log log = random_orders(100, 10, 2);
+  guarded<> sink(conninfo(), in_schema(schema));
+  sink.apply(co::offset{50}, order_event{1, 1, 1, 1});  // outside any transaction, no position
+  co::pipeline<order_log, guarded<>, co::TransactionalPosition<>> p(log, sink);
+  CHECK_THROWS_AS(p.recover(), co::invariant_violation);
+}
+
+TEST_CASE("AtLeastOnce and AtMostOnce keep their position in the PostgreSQL store") {
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_store");
+  order_log log = random_orders(600, 50, 3);
+  pg::store_options so;
+  so.schema = schema;
+  so.stream = "at_least_once";
+  pg::position_store<pg::buffered> store(conninfo(), so);
+  {
+    guarded<> sink(conninfo(), in_schema(schema, "at_least_once"));
+    co::pipeline<order_log, guarded<>, co::AtLeastOnce<>,
+                 co::with_store<pg::position_store<pg::buffered>>>
+        p(log, sink, store, co::settings{.batch_size = 50});
+    CHECK(p.run() == 600);
+  }
+  CHECK(store.load() == co::position{600});
+  CHECK(store.commits() == 12);
+  client c(conninfo(), schema);
+  CHECK(table_of(c) == last_events(events_of(log)));
+
+  so.stream = "at_most_once";
+  pg::position_store<pg::buffered> store2(conninfo(), so);
+  appending<> append(conninfo(), in_schema(schema, "at_most_once"));
+  co::pipeline<order_log, appending<>, co::AtMostOnce<>,
+               co::with_store<pg::position_store<pg::buffered>>>
+      p(log, append, store2, co::settings{.batch_size = 50});
+  CHECK(p.run() == 600);
+  CHECK(store2.load() == co::position{600});
+  CHECK(c.count("orders_log") == 600);
+  // The store refuses to overwrite a position a fencing owner claimed.
+  guarded<> owner(conninfo(), in_schema(schema, "at_most_once"));
+  owner.begin();
+  owner.claim(co::epoch{5});
+  owner.commit();
+  CHECK_THROWS_AS(store2.commit(co::position{601}), co::fenced);
+}
+
+// ---- one table, four partitions, a group that rebalances -------------------------------------
+
+TEST_CASE("a shared table fed by four partitions through rebalances, and a fenced zombie") {
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_group");
+  using plog = co::memory::partitioned_log<order_event, co::Buffered>;
+  using group = co::memory::group<order_event, co::Buffered>;
+  using sink_t = marking<guarded<>>;
+  using pipeline_t = co::pipeline<group::member_consumer, sink_t, co::TransactionalPosition<>>;
+  plog log(4);
+  std::map<std::int64_t, std::int64_t> seq;
+  std::vector<order_event> all;
+  std::mt19937_64 rng(4);
+  const auto produce = [&](int n) {
+    std::uniform_int_distribution<std::int64_t> pick(1, 300);
+    for (int i = 0; i < n; ++i) {
+      const std::int64_t id = pick(rng);
+      const order_event e{id, 100 + id, static_cast<std::int64_t>(all.size()), ++seq[id]};
+      // Keyed partitioning: an order always goes to the same partition.
+      log.append(co::partition_id{static_cast<std::int32_t>(id % 4)}, e);
+      all.push_back(e);
+    }
+  };
+  produce(800);
+  group g(log);
+  const co::settings settings{.batch_size = 40};
+
+  struct member {
+    group::member_id id;
+    group::member_consumer consumer;
+    sink_t sink;
+    pipeline_t pipeline;
+    member(group& g, group::member_id m, const std::string& schema, const co::settings& s)
+        : id(m)
+        , consumer(g.consumer_of(m))
+        , sink(conninfo(), in_schema(schema))
+        , pipeline(consumer, sink, s) {}
+  };
+  const auto join = [&] { return std::make_unique<member>(g, g.join(), schema, settings); };
+  std::vector<std::unique_ptr<member>> members;
+  members.push_back(join());
+  members[0]->pipeline.poll_once();
+  members[0]->pipeline.poll_once();
+  members.push_back(join());  // generation 2: partitions split between two
+  for (int round = 0; round < 3; ++round)
+    for (auto& m : members)
+      m->pipeline.poll_once();
+  produce(400);
+  members.push_back(join());  // generation 3: three members
+  for (int round = 0; round < 3; ++round)
+    for (auto& m : members)
+      m->pipeline.poll_once();
+
+  // The third member's session expires without it knowing: a zombie with the partitions and
+  // the epoch it had. The others take its partitions over (a new generation, a higher epoch).
+  member& zombie = *members[2];
+  const auto zombie_parts = zombie.consumer.assignment();
+  REQUIRE_FALSE(zombie_parts.empty());
+  g.expire(zombie.id);
+  produce(200);
+  for (int round = 0; round < 2; ++round)
+    for (int i = 0; i < 2; ++i)
+      members[static_cast<std::size_t>(i)]->pipeline.poll_once();
+  // The zombie goes on with its old assignment: its next unit is fenced, none of it written.
+  zombie.sink.mark = -777;
+  try {
+    zombie.pipeline.poll_once();
+    FAIL("the zombie's unit must be fenced");
+  } catch (const co::fenced& e) {
+    CHECK(e.mine() < e.current());
+    CHECK(std::ranges::find(zombie_parts, e.partition()) != zombie_parts.end());
+  }
+  members.pop_back();
+
+  // The first member leaves in good order; the second drains everything.
+  g.leave(members[0]->id);
+  members[0]->pipeline.poll_once();
+  produce(100);
+  while (members[1]->pipeline.poll_once() != 0) {
+  }
+  client c(conninfo(), schema);
+  CHECK(c.count("orders_flat WHERE customer_id = -777") == 0);
+  CHECK(table_of(c) == last_events(all));
+  // Every row sits in its order's partition; every partition's position is at its end, owned
+  // at the last generation's epoch.
+  CHECK(c.count("orders_flat WHERE source_partition <> order_id % 4") == 0);
+  for (std::int32_t k = 0; k < 4; ++k) {
+    const co::partition_id part{k};
+    CHECK(members[1]->sink.load_position(part) == log.end(part));
+    CHECK(members[1]->sink.owner_epoch(part) == co::epoch::of(0, g.generation()));
+  }
+  CHECK(c.integer("SELECT partition_count FROM commit_order_streams") == 4);
+}
+
+// ---- the server crashes under a running consumer ---------------------------------------------
+
+namespace {
+
+// Consumes `log` through `make_pipeline()`'s pipeline, riding out infrastructure errors (the
+// server is down, restarting, or just came back): each poll after one recovers from what the
+// server kept. `acknowledged` is the committed position after each poll that returned.
+template <class Pipeline>
+void consume_through_crashes(Pipeline& p, const order_log& log,
+                             std::atomic<std::int64_t>& acknowledged, std::atomic<int>& errors) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      const std::size_t n = p.poll_once();
+      acknowledged = p.committed_position().value();
+      if (n == 0 && p.committed_position() == log.end())
+        return;
+      // Per-record work, so the crashes land in the middle of the run.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    } catch (const co::infrastructure_error&) {
+      ++errors;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+template <class Pipeline, class Check>
+void crash_server_under(crash_lab::pg_server& server, const order_log& log, Pipeline& p,
+                        Check&& stored_position, int crashes) {
+  std::atomic<std::int64_t> acknowledged{0};
+  std::atomic<int> errors{0};
+  std::thread consumer([&] { consume_through_crashes(p, log, acknowledged, errors); });
+  const auto wait_for_progress = [&](std::int64_t beyond) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (acknowledged.load() <= beyond && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  for (int i = 0; i < crashes; ++i) {
+    wait_for_progress(acknowledged.load() + 40);
+    server.crash();
+    // Everything acknowledged by now was committed before the server died.
+    const std::int64_t before = acknowledged.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    server.restart();
+    // Whatever the consumer was told was committed survived the crash (positions only move
+    // forward, so reading it now cannot hide a loss).
+    const std::int64_t stored = stored_position();
+    INFO("crash " << i + 1 << ": acknowledged " << before << ", stored after restart " << stored);
+    CHECK(stored >= before);
+  }
+  consumer.join();
+  CHECK(errors.load() >= crashes);  // each crash was seen, and ridden out
+  CHECK(acknowledged.load() == log.end().value());
+}
+
+}  // namespace
+
+TEST_CASE("the server crashes four times under TransactionalPosition: nothing committed is lost") {
+  crash_lab::pg_server server;  // its own server: the crashes must not hit the other tests
+  order_log log = random_orders(3000, 200, 5);
+  guarded<> sink(server.conninfo(), in_schema("crash"));
+  co::pipeline<order_log, guarded<>, co::TransactionalPosition<>> p(log, sink,
+                                                                    co::settings{.batch_size = 16});
+  crash_server_under(
+      server, log, p,
+      [&] {
+        client c(server.conninfo(), "crash");
+        return c.integer("SELECT position FROM commit_order_positions").value_or(0);
+      },
+      4);
+  client c(server.conninfo(), "crash");
+  CHECK(table_of(c) == last_events(events_of(log)));
+  CHECK(c.integer("SELECT position FROM commit_order_positions") == 3000);
+}
+
+TEST_CASE("the server crashes three times under AtLeastOnce: nothing committed is lost") {
+  crash_lab::pg_server server;
+  order_log log = random_orders(3000, 200, 6);
+  guarded<> sink(server.conninfo(), in_schema("crash"));
+  pg::store_options so;
+  so.schema = "crash";
+  pg::position_store<pg::buffered> store(server.conninfo(), so);
+  co::pipeline<order_log, guarded<>, co::AtLeastOnce<>,
+               co::with_store<pg::position_store<pg::buffered>>>
+      p(log, sink, store, co::settings{.batch_size = 16});
+  crash_server_under(
+      server, log, p,
+      [&] {
+        client c(server.conninfo(), "crash");
+        return c.integer("SELECT position FROM commit_order_positions").value_or(0);
+      },
+      3);
+  client c(server.conninfo(), "crash");
+  CHECK(table_of(c) == last_events(events_of(log)));
+}
+
+// ---- what the rules make of the PostgreSQL sinks ------------------------------------------
+
+namespace {
+using plog = co::memory::partitioned_log<order_event, co::Buffered>;
+using pconsumer = plog::consumer;
+using pgroup = co::memory::group<order_event, co::Buffered>;
+using store_t = pg::position_store<pg::buffered>;
+}  // namespace
+
+// The same judgements as for the SQLite sinks, plus the partitioned ones: a partitioned source
+// needs rows that carry their partition (PartitionScoped) or a version guard (R17), a group
+// needs a fencing sink (R18), positions are per partition (R19).
+static_assert(co::can_make_pipeline<pconsumer, guarded<>, co::TransactionalPosition<>>);
+static_assert(
+    co::can_make_pipeline<pgroup::member_consumer, guarded<>, co::TransactionalPosition<>>);
+static_assert(
+    co::can_make_pipeline<pgroup::member_consumer, versioned<>, co::TransactionalPosition<>>);
+static_assert(
+    co::can_make_pipeline<pconsumer, guarded<>, co::AtLeastOnce<>, co::with_store<store_t>>);
+static_assert(
+    co::can_make_pipeline<pconsumer, appending<>, co::AtMostOnce<>, co::with_store<store_t>>);
+static_assert(!co::can_make_pipeline<pconsumer, upserting<>, co::TransactionalPosition<>>);  // R5
+static_assert(
+    !co::can_make_pipeline<pconsumer, appending<>, co::AtLeastOnce<>, co::with_store<store_t>>);
+// A Synced store beside a Buffered sink: a position could outlive the rows (R9a).
+static_assert(!co::can_make_pipeline<order_log, guarded<pg::buffered>, co::AtLeastOnce<>,
+                                     co::with_store<pg::position_store<pg::synced>>>);
+static_assert(co::partitioned_fencing_sink<guarded<>> && co::fencing_sink<guarded<>>);
+static_assert(co::stream_registry<guarded<>> && co::partitioned_watermarked_sink<guarded<>>);
+static_assert(co::partitioned_position_store<store_t> && co::position_store<store_t>);
+
+TEST_CASE("a repartitioned key: the offset guard refuses it, the version guard takes it") {
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_repartition");
+  plog log(2);
+  // Order 1 lives in partition 0 for three events, then -- the topic repartitioned -- in
+  // partition 1 for two more; order 2 stays in partition 0.
+  log.append(co::partition_id{0}, order_event{1, 101, 10, 1});
+  log.append(co::partition_id{0}, order_event{2, 102, 20, 1});
+  log.append(co::partition_id{0}, order_event{1, 101, 11, 2});
+  log.append(co::partition_id{0}, order_event{1, 101, 12, 3});
+  log.append(co::partition_id{1}, order_event{1, 101, 13, 4});
+  log.append(co::partition_id{1}, order_event{1, 101, 14, 5});
+  const std::vector<co::partition_id> both{co::partition_id{0}, co::partition_id{1}};
+  {
+    auto source = log.make_consumer(both);
+    guarded<> sink(conninfo(), in_schema(schema, "offset_guard"));
+    co::pipeline<pconsumer, guarded<>, co::TransactionalPosition<>> p(
+        source, sink, co::settings{.batch_size = 2});
+    CHECK_THROWS_AS(p.run(), co::key_moved_partition);
+  }
+  client c(conninfo(), schema);
+  c.exec("DROP TABLE orders_flat");
+  auto source = log.make_consumer(both);
+  versioned<> sink(conninfo(), in_schema(schema, "version_guard"));
+  co::pipeline<pconsumer, versioned<>, co::TransactionalPosition<>> p(
+      source, sink, co::settings{.batch_size = 2});
+  CHECK(p.run() == 6);
+  CHECK(c.integer("SELECT event_seq FROM orders_flat WHERE order_id = 1") == 5);
+  CHECK(c.integer("SELECT source_partition FROM orders_flat WHERE order_id = 1") == 1);
+  CHECK(c.integer("SELECT event_seq FROM orders_flat WHERE order_id = 2") == 1);
+}

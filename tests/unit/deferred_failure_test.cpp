@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: BSL-1.0
+// A sink that sends a unit's rows only as the unit commits (the PostgreSQL sink does, as one
+// statement) learns of a row's failure in commit(), after apply() returned. It names the
+// record (row_failed), and the loop handles that record's failure as if apply() had thrown:
+// dead-lettered, retried or stopping with record_failed. A name outside the unit is not the
+// unit's to handle and propagates as it is.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "support/orders.hpp"
+
+namespace co = commit_order;
+using namespace test_support;
+
+namespace {
+
+// Buffers the unit's rows and applies them to the table at commit(); a poisoned offset fails
+// there, named through row_failed (or, with `misname`, naming an offset of no unit).
+struct deferring_sink {
+  using row_type = order_event;
+  using key_type = order_key;
+  using capabilities = guarded_tx_table::capabilities;
+
+  guarded_tx_table* table;
+  std::map<co::offset, int> poison{};  // offset -> failures left (-1: for ever)
+  bool misname = false;
+  std::vector<std::pair<co::offset, order_event>> pending{};
+  int commits_failed = 0;
+
+  void apply(co::offset o, const order_event& row) { pending.emplace_back(o, row); }
+  void begin() {
+    pending.clear();
+    table->begin();
+  }
+  void commit() {
+    for (const auto& [o, row] : pending) {
+      if (auto it = poison.find(o); it != poison.end() && it->second != 0) {
+        if (it->second > 0)
+          --it->second;
+        ++commits_failed;
+        pending.clear();
+        try {
+          throw std::runtime_error("constraint refused offset " + std::to_string(o.value()));
+        } catch (...) {
+          std::throw_with_nested(co::row_failed(
+              co::partition_id{0}, misname ? co::offset{99999} : o, "constraint refused it"));
+        }
+      }
+      table->apply(o, row);
+    }
+    pending.clear();
+    table->commit();
+  }
+  void rollback() {
+    pending.clear();
+    table->rollback();
+  }
+  void store_position(co::position p) { table->store_position(p); }
+  void store_position(co::position p, co::epoch e) { table->store_position(p, e); }
+  std::optional<co::position> claim(co::epoch e) { return table->claim(e); }
+  co::claimed claim_next() { return table->claim_next(); }
+  std::optional<co::position> load_position() const { return table->load_position(); }
+};
+
+constexpr auto one_batch = co::settings{.batch_size = 50};
+using letters = co::memory::dead_letters<order_event>;
+
+bool holds(const guarded_tx_table& t, std::int64_t order_id) {
+  bool found = false;
+  t.for_each([&](const auto& r) { found = found || r.row.order_id == order_id; });
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("a row that fails at commit is dead-lettered as its record, the rest commits") {
+  order_log log = make_log(50, 50);
+  guarded_tx_table table;
+  letters dl;
+  deferring_sink sink{&table, {{co::offset{17}, -1}}};
+  co::pipeline<order_log, deferring_sink, co::TransactionalPosition<>,
+               co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters>>
+      p(log, sink, dl, one_batch);
+  CHECK(p.run() == 50);
+  REQUIRE(dl.letters().size() == 1);
+  CHECK(dl.letters()[0].source_offset == co::offset{17});
+  CHECK(dl.letters()[0].event.order_id == 17);
+  CHECK(table.size() == 49);
+  CHECK_FALSE(holds(table, 17));
+  CHECK(table.load_position() == co::position{50});
+}
+
+TEST_CASE("a row that fails at commit is retried as its record, then stops the pipeline") {
+  order_log log = make_log(50, 50);
+  guarded_tx_table table;
+  deferring_sink sink{&table, {{co::offset{17}, -1}}};
+  co::pipeline<order_log, deferring_sink, co::TransactionalPosition<>,
+               co::with_error_handling<co::retry<2>>, co::with_observer<co::counting_observer>>
+      p(log, sink, one_batch);
+  try {
+    p.poll_once();
+    FAIL("the failure must surface");
+  } catch (const co::record_failed& e) {
+    CHECK(e.failed() == co::offset{17});
+    CHECK(e.committed() == co::position{0});
+    CHECK_THROWS_AS(std::rethrow_if_nested(e), co::row_failed);
+  }
+  CHECK(sink.commits_failed == 3);  // the first try and two retries of the unit
+  CHECK(p.observer().retries == 2);
+  CHECK(table.size() == 0);
+  CHECK_FALSE(table.load_position().has_value());
+}
+
+TEST_CASE("a row that fails once at commit is retried and then commits") {
+  order_log log = make_log(50, 50);
+  guarded_tx_table table;
+  deferring_sink sink{&table, {{co::offset{17}, 1}}};
+  co::pipeline<order_log, deferring_sink, co::TransactionalPosition<>,
+               co::with_error_handling<co::retry<1>>>
+      p(log, sink, one_batch);
+  CHECK(p.run() == 50);
+  CHECK(table.size() == 50);
+  CHECK(table.load_position() == co::position{50});
+}
+
+TEST_CASE("a row_failed naming a record outside the unit is not the unit's to handle") {
+  order_log log = make_log(50, 50);
+  guarded_tx_table table;
+  letters dl;
+  deferring_sink sink{&table, {{co::offset{17}, -1}}, true};
+  co::pipeline<order_log, deferring_sink, co::TransactionalPosition<>,
+               co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters>>
+      p(log, sink, dl, one_batch);
+  CHECK_THROWS_AS(p.poll_once(), co::row_failed);
+  CHECK(dl.letters().empty());
+  CHECK(table.size() == 0);
+  CHECK_FALSE(table.load_position().has_value());
+}
