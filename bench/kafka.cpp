@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Consuming a Kafka topic (librdkafka's mock cluster, in this process) through `pipeline`,
 // against a hand-written librdkafka loop doing the same steps, at batch 512:
 //

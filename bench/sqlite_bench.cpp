@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Rows per second through `pipeline` into SQLite against the hand-written sqlite3 loop that
 // issues the same statements, for TransactionalPosition and AtLeastOnce (SQLite position
 // store), WAL with synchronous FULL and NORMAL, at batch 1, 64 and 512 — side by side in one

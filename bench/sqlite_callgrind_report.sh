@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSL-1.0
 # Instructions per record through the pipeline into SQLite against the hand-written sqlite3
 # loop that issues the same statements, counted by callgrind (repeatable, unlike the wall
 # clock; an fsync's wait is not an instruction, so FULL and NORMAL differ only by the calls

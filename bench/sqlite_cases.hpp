@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The cases of the SQLite benchmark: for each policy (TransactionalPosition, AtLeastOnce with
 // the SQLite position store on the sink's connection), each synchronous level (WAL + FULL,
 // WAL + NORMAL) and each batch size, the library's pipeline and the loop a careful engineer

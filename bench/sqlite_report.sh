@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSL-1.0
 # The SQLite section of docs/performance.md, from sqlite_bench's JSON output, and its chart
 # (docs/performance-sqlite.png, drawn by gnuplot). Called by bench/performance_report.sh;
 # prints the section's markdown on stdout.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A consumer group: three members share a 4-partition topic of order events and write one
 // shared orders_flat table (partition-scoped offset guard, positions per partition with the
 // owner's epoch, all in one transaction: TransactionalPosition). Member B dies in the middle of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Adapters that break what they declare, each in one way, for the kit's own tests: the kit must
 // fail every one of them on the check that covers the broken promise (and pass the honest twin).
 //

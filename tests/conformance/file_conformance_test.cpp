@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The conformance kit over the file adapter: file::log as the source (with retention) and
 // file::position_store, feeding the SQLite guarded upsert sink in its default mode — every part
 // Synced, as the crash lab runs them. Their Synced claims are checked across power cuts in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The conformance fixture of the file adapter: file::log as the source (fsync'ed on every
 // append: Synced) with file::position_store as the store, feeding the SQLite guarded upsert sink
 // in its default durability mode (wal_full: Synced) — the configuration the crash lab runs.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The event every conformance fixture here feeds its adapter: a key and the key's sequence
 // number (the kit's make_event), and the SQLite table that holds it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The conformance kit fails adapters that break what they declare: each broken part of
 // broken_parts.hpp is caught by the check that covers its promise (a kit that passed them would
 // prove nothing about the adapters it passes). Label `unit`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The conformance kit over the memory parts: memory::log, memory::position_store and
 // memory::table in each of its capability variants. Label `integration` (the kit's tier).
 #include <doctest/doctest.h>

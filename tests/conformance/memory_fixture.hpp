@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The conformance fixture of the memory parts: memory::log as the source, memory::table in the
 // capability variant `Caps` as the sink, memory::position_store as the store. Memory parts are
 // their own storage: a crash leaves them as they are, so close() does nothing and every reopen

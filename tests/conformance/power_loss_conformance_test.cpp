@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The conformance kit's Synced checks across simulated power cuts, over every part this project
 // declares Synced in its default configuration: the file log (sync_each_append) and the file
 // position store, every SQLite sink and the SQLite position store in the default mode

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // How the conformance tests here assert on a kit report: print the summary (its counts are
 // quoted in docs/testing-kit.md), fail with each kept failure description, and check that the
 // report ran what the test meant it to run.

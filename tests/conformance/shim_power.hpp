@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The conformance kit's power-cut facility (commit_order::testing::power_cut_facility) over the
 // power_loss tier's LD_PRELOAD shim (tests/power_loss/shim/power_cut_shim.cpp): it watches one
 // fixture's storage directory and keeps only what was synced there when the power goes out.

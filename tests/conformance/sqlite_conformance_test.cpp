@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The conformance kit over every SQLite sink (guarded upsert, upsert, append) with the SQLite
 // position store, in the default durability mode (wal_full: what users get). The storage is on
 // a RAM file system (storage.hpp): the crash matrix and the random schedules simulate process

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The conformance fixtures of the SQLite adapter: one of its sinks (guarded upsert, upsert,
 // append) in durability mode `Durability`, and its position store in the same mode, each in a
 // database of its own (a separate store is what AtMostOnce and AtLeastOnce are for; in one

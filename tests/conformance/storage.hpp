@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Where the conformance fixtures keep their storage: a fresh directory per fixture, removed
 // when the fixture goes, on a RAM file system (/dev/shm) when the machine has one.
 //

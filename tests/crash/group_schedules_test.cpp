@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Random schedules of a consumer group: 2-4 members of a memory::group consume a 4-partition
 // memory::partitioned_log into one shared table (PartitionScoped, Transactional) through random
 // joins, leaves, expiries with and without telling (zombies that go on polling and writing),

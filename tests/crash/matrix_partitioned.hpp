@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The exhaustive crash matrix over a partitioned source: a consumer manually assigned both
 // partitions of a 2-partition topic, for one policy, every legal sink x batch size x split
 // limit (x clock pattern under AutoCommit), a crash at every fault point of the policy's step

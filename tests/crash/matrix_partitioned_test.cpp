@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The crash matrix over a manually assigned 2-partition source: every legal policy x sink, a
 // crash at every fault point, positions and losses checked partition by partition.
 #include "crash/matrix_partitioned.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // What the partitioned crash tests share: a topic of several partitions whose events make a
 // regression visible, the partitioned forms of the four sinks the matrix runs (the guarded ones
 // partition-scoped, as rule R17 requires), and a journal of what became durable per partition.

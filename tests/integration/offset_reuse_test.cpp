@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A source that forgets records behind a stored position and gives their offsets to new
 // records: the types cannot see it when the source claims more durability than it has (a disk
 // that acknowledged a sync it did not do, a log restored from an old copy). The position is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A consumer group into one SQLite table: members of a memory::group read a 4-partition
 // memory::partitioned_log, each through its own pipeline, sink and connection (as separate
 // processes would), and write into one shared table with their positions beside the rows.

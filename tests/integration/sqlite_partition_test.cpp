@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The SQLite adapter's partitioned form on real database files: one table shared by the
 // partitions of a stream (the guard within a partition, a key that moved partitions, the
 // version guard), positions and owner epochs per partition, the stream's era and partition

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Real consumer processes reading a Kafka topic, really killed: the mock cluster lives in this
 // (the supervising) process, each child connects to it over loopback with a manual assignment,
 // and is SIGKILLed at random moments and restarted until it has consumed the topic; then its

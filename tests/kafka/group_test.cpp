@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Real consumer groups on librdkafka's mock cluster: members joining and leaving, a zombie
 // that stalls inside its transaction past max.poll.interval.ms, a group deleted and recreated
 // (its generations restart), the cooperative protocol behind the close workaround, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The Kafka sources with a manual assignment (no group) against librdkafka's mock cluster, one
 // cluster per test on its own loopback ports: positions into the in-memory table, SQLite and
 // Kafka's committed offsets; retention as position_lost; positions past the end; injected

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // A table several consumers share, each through its own session with its own transaction —
 // what a database does for the members of a consumer group, which memory::table (one
 // transaction at a time, one thread) cannot. Rows are keyed by order, carry their partition and

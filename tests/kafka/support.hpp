@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // What the Kafka tests share: the order stream they produce and reconcile, and a loop that
 // polls a pipeline until a condition holds or a deadline passes.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Runs one workload under a power cut at each of its sync points, and tallies what survived.
 //
 //   1. The workload runs once with the power on to the end: its sync points are counted (S),

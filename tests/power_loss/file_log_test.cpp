@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The file log under power cuts: 40 appends of records of different sizes into 256-byte
 // segments (so the cuts also fall inside segment rolls), cut at every sync point, recovered
 // from the durable image alone and from the image plus a torn tail (a seeded prefix of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The file position store under power cuts: 16 commits, cut at every sync point (the temporary
 // file's fdatasync and the directory's fsync of each commit), recovered from the durable image
 // and from a torn tail. A commit that returned before the cut survives; the stored position is

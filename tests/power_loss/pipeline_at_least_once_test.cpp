@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // AtLeastOnce pipelines (file log -> SQLite guarded upsert) under power cuts, with the file
 // position store and with the SQLite position store: cut at every sync point of a run, a fresh
 // pipeline recovers from the durable image and runs to the end of the log. No record may be lost

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // AtMostOnce (file log -> SQLite append table, file position store) under power cuts: cut at
 // every sync point of a run, a fresh pipeline recovers from the durable image and runs to the end
 // of the log. The policy commits the position before it writes, so a cut may lose records — but

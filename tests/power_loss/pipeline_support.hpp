@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Whole pipelines under power cuts: the crash lab's order events in a file log, consumed into
 // the SQLite table orders_flat under a policy, cut at every sync point of the run (or a seeded
 // sample), then recovered by a fresh pipeline from the durable image alone and run to the end of

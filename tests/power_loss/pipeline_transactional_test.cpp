@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // TransactionalPosition (file log -> SQLite guarded upsert, position in the same transaction)
 // under power cuts: cut at every sync point of a run, a fresh pipeline recovers from the durable
 // image and runs to the end of the log. No record lost, no order back to an older event, one

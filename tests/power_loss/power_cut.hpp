@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The power_loss tests' handle on the power-cut shim (shim/power_cut_shim.cpp, where the model
 // is described). The tests run with the shim in LD_PRELOAD (ctest sets it) and resolve its
 // control functions at run time, so the test binary never links it: run without the shim, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The power-cut shim itself, on plain file operations: each case is one rule of its model
 // (see shim/power_cut_shim.cpp), checked both ways — without the sync that makes it durable the
 // change is undone at the cut, with it the change survives.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The SQLite durability modes (journal x synchronous) the adapter offers, and its default, for
 // the power_loss tests that run each of them. A configuration names the sink and store types
 // (whose declared durability the tests compare with what survives) and how to open the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The SQLite position store under power cuts, in the default configuration and in every
 // journal x synchronous combination: 16 commits, cut at every sync point, recovered by
 // reopening the database from the durable image. The stored position is always one that was

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // The SQLite sinks under power cuts, in the default configuration and in every journal x
 // synchronous combination the adapter offers: 12 units of work (9 transactions of 3 rows and
 // the position, 3 single autocommit rows), cut at every sync point SQLite makes, recovered by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // Partitioned streams in the loop: positions per partition stored in ascending partition order,
 // one shared table fed by several partitions, assignment changes from a group (claim on assign,
 // nothing stored on a loss), epochs per partition, zombies fenced, fresh epochs by default.

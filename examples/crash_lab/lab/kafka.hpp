@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // crash_lab/lab/kafka.hpp — the orders in a topic of librdkafka's mock cluster.
 //
 // The supervisor hosts the cluster (so a killed consumer takes nothing of it along) and

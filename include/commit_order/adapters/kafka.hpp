@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/kafka.hpp — the Kafka adapter, on librdkafka: group-managed and
 // manually assigned sources, Kafka's committed offsets as a position store, lag reports of a
 // sink's positions, and (testing kit) librdkafka's in-process mock cluster with a producer.

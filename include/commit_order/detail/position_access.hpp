@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/detail/position_access.hpp — where the loop reads and writes positions (private).
 //
 // A sink or store keeps one position (`load()`, `commit(p)`; `load_position()`,

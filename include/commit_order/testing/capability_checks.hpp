@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/testing/capability_checks.hpp — each capability a part declares, checked by what
 // the part does (never by what it says):
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/testing/conformance.hpp — one conformance kit for every adapter (DESIGN §5c).
 //
 //   #include <commit_order/testing/conformance.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/testing/crash_matrix.hpp — the crash matrix over the real adapter.
 //
 // For every policy x trigger the fixture's parts make legal, every batch size and split of the

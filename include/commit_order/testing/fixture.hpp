@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/testing/fixture.hpp — what the conformance kit needs from the adapter under test:
 // a fixture, written by the adapter's author, that builds the parts over storage of its own.
 //

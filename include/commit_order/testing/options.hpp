@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/testing/options.hpp — how much of the conformance kit runs, and how hard.
 #pragma once
 

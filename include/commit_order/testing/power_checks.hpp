@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/testing/power_checks.hpp — `Synced` checked across simulated power cuts.
 //
 // A process crash keeps the page cache; a power cut keeps only what was synced. Every part that

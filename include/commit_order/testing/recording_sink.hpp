@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/testing/recording_sink.hpp — the real sink, with a journal of what each write did.
 //
 // The conformance kit runs pipelines over `recording_sink<Sink>`: it forwards every call to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/testing/report.hpp — what the conformance kit found: counts and failures, for any
 // test framework to assert on.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/testing/schedules.hpp — seeded random schedules over the real adapter.
 //
 // Each schedule draws, from its own seed, one configuration legal over the fixture's parts

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R17 -- a topic of two partitions into a table guarded on source offsets alone: offset 9 of
 // one partition says nothing about offset 3 of another, so an older record could win. The
 // twin's rows carry their partition (PartitionScoped), and the guard compares within one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R18 -- a consumer group moves partitions between members; a sink that keeps positions per
 // partition but cannot fence would let a zombie's transaction commit after the new owner's.
 // The twin's table claims partitions at the group's epoch and fences stale owners.

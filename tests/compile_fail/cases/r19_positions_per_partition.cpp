@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // R19 -- a topic of several partitions, and a position store with room for one position:
 // the partitions would overwrite each other's. The twin's store keeps one per partition.
 #include <commit_order/commit_order.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // S26 -- a sink that declares PartitionScoped but whose apply is never told the partition: its
 // partition column would stay empty and the guard compare offsets across partitions. The twin
 // takes the partition.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // power_cut_shim.cpp — a simulated power cut for real processes, as an LD_PRELOAD library.
 //
 //   LD_PRELOAD=libcommit_order_power_cut.so COMMIT_ORDER_POWER_CUT_ROOT=<dir> <program>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/kafka/codec.hpp — how a message's value becomes an event.
 //
 // A codec is a type with static functions:

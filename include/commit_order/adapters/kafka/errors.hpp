@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/kafka/errors.hpp — what the Kafka adapter reports instead of guessing.
 //
 // Every failure of librdkafka, the brokers or the group coordinator is a `client_error` (an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/kafka/lag_reports.hpp — a sink whose committed positions are also
 // reported to Kafka, for lag tools.
 //

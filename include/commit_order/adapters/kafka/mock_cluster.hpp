@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/kafka/mock_cluster.hpp — librdkafka's in-process mock cluster and a
 // producer, for tests, examples and benchmarks.
 //

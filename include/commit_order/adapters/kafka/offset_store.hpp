@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/kafka/offset_store.hpp — Kafka's committed offsets as the position
 // store of AtLeastOnce and AtMostOnce.
 //

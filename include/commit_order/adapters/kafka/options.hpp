@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/kafka/options.hpp — what a Kafka source is told, and how a policy's
 // commit trigger maps onto librdkafka's commit settings.
 #pragma once

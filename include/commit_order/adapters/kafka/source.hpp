@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/kafka/source.hpp — a Kafka topic as a source, through librdkafka.
 //
 //   kafka::group_source<Event, Policy>      a member of a consumer group (group_managed_source):

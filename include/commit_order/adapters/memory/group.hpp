@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory/group.hpp — an in-memory consumer group coordinator.
 //
 // Part of the testing kit: the rebalance protocol of a consumer group, in milliseconds and in

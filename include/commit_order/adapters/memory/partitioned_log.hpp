@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory/partitioned_log.hpp — an in-memory topic of several partitions.
 //
 // Part of the testing kit: Kafka's offset semantics per partition (offsets start at 0 and only

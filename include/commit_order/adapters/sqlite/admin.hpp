@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/admin.hpp — what an operator does to a stream's tables without
 // a pipeline: read who owns which partition, bump the era, accept a new partition count, and
 // migrate a database written before partitions.

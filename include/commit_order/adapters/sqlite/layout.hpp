@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/sqlite/layout.hpp — the schema the SQLite adapter writes, how it
 // recognises a database written before partitions, and what the migration runs.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/testing/detail/scenario.hpp — what the conformance kit's checks share (private):
 // the event stream, the policies and error handlings it tries, the pipeline it builds over a
 // fixture, one scenario's world, and the model of the sink's rows the reconciliation compares

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/kafka/detail/client.hpp — librdkafka handles, error classes, the
 // configuration the library owns, and the group generation (private).
 #pragma once

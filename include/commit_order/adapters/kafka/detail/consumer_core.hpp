@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/kafka/detail/consumer_core.hpp — one librdkafka consumer, as the
 // sources use it (private).
 //
