@@ -273,7 +273,7 @@ inline int run_child_postgres(const child_args& a) {
       store_t store(a.conninfo, pg_store_options(a.policy));
       co::pipeline<order_log, sink_t, co::AtMostOnce<co::AutoCommit>, co::with_store<store_t>> p(
           log, sink, store, settings);
-      return detail::drive(p, log, report);
+      return detail::drive(p, log.end(), a.source, report);
     }
     case policy_id::at_most_once: {
       using sink_t = pg_paced<pgl::append_sink<pg_orders_flat>>;
@@ -282,7 +282,7 @@ inline int run_child_postgres(const child_args& a) {
       store_t store(a.position_file);
       co::pipeline<order_log, sink_t, co::AtMostOnce<>, co::with_store<store_t>> p(log, sink, store,
                                                                                    settings);
-      return detail::drive(p, log, report);
+      return detail::drive(p, log.end(), a.source, report);
     }
     case policy_id::at_least_once: {
       using sink_t = pg_paced<pgl::guarded_upsert_sink<pg_orders_flat>>;
@@ -291,13 +291,13 @@ inline int run_child_postgres(const child_args& a) {
       store_t store(a.position_file);
       co::pipeline<order_log, sink_t, co::AtLeastOnce<>, co::with_store<store_t>> p(
           log, sink, store, settings);
-      return detail::drive(p, log, report);
+      return detail::drive(p, log.end(), a.source, report);
     }
     case policy_id::transactional: {
       using sink_t = pg_paced<pgl::guarded_upsert_sink<pg_orders_flat>>;
       sink_t sink(a.pace, report, a.conninfo, options);
       co::pipeline<order_log, sink_t, co::TransactionalPosition<>> p(log, sink, settings);
-      return detail::drive(p, log, report);
+      return detail::drive(p, log.end(), a.source, report);
     }
   }
   return 2;
