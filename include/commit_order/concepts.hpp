@@ -63,8 +63,8 @@ concept partitioned_source_calls = requires(S& s, const S& cs, partition_id k, p
 /// number of partitions the stream has (owned or not). A single-partition `source` is the
 /// special case of one partition, 0, always owned.
 template <class S>
-concept partitioned_source = detail::partitioned_source_calls<S> &&
-    std::ranges::sized_range<batch_t<S>> &&
+concept partitioned_source =
+    detail::partitioned_source_calls<S> && std::ranges::sized_range<batch_t<S>> &&
     partitioned_record<std::ranges::range_value_t<batch_t<S>>>;
 
 /// Either kind of source.
@@ -129,8 +129,8 @@ concept applies_const_row = requires(S& s, offset o, const typename S::row_type&
   s.apply(o, row);
 };
 template <class S>
-concept applies_const_partitioned_row =
-    requires(S& s, partition_id k, offset o, const typename S::row_type& row) {
+concept applies_const_partitioned_row = requires(S& s, partition_id k, offset o,
+                                                 const typename S::row_type& row) {
   s.apply(k, o, row);
 };
 }  // namespace detail

@@ -144,7 +144,7 @@ class fenced final : public error {
 
  private:
   [[gnu::cold, gnu::noinline]] static std::string describe(epoch mine, epoch current,
-                                                          partition_id partition) {
+                                                           partition_id partition) {
     std::string s = "commit_order: fenced: this consumer owns partition " +
                     std::to_string(partition.value()) + " at epoch " + name(mine) +
                     " but the position is owned at epoch " + name(current) +

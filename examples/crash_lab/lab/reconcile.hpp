@@ -72,10 +72,10 @@ inline void take_pg_snapshot(policy_id policy, const std::string& conninfo, snap
 /// reads the position of a policy that keeps it in Kafka's committed offsets (a run on the
 /// Kafka topic, see position_in_kafka).
 template <class Config>
-snapshot take_snapshot(
-    policy_id policy, const Config& config, const std::filesystem::path& database,
-    const std::filesystem::path& position_file,
-    const std::function<std::optional<co::position>()>& kafka_committed = {}) {
+snapshot take_snapshot(policy_id policy, const Config& config,
+                       const std::filesystem::path& database,
+                       const std::filesystem::path& position_file,
+                       const std::function<std::optional<co::position>()>& kafka_committed = {}) {
   snapshot s;
   if (config.sink == sink_kind::postgres) {
     take_pg_snapshot(policy, config.pg_conninfo, s);

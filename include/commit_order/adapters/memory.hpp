@@ -5,8 +5,8 @@
 #pragma once
 
 #include "commit_order/adapters/memory/dead_letters.hpp"
-#include "commit_order/adapters/memory/group.hpp"
 #include "commit_order/adapters/memory/forwarding_sink.hpp"
+#include "commit_order/adapters/memory/group.hpp"
 #include "commit_order/adapters/memory/log.hpp"
 #include "commit_order/adapters/memory/manual_executor.hpp"
 #include "commit_order/adapters/memory/partitioned_log.hpp"

@@ -109,8 +109,7 @@ concept can_store_partition_position = requires(S& s, partition_id k, position p
   s.store_position(k, p);
 };
 template <class S>
-concept can_store_fenced_partition_position = requires(S& s, partition_id k, position p,
-                                                       epoch e) {
+concept can_store_fenced_partition_position = requires(S& s, partition_id k, position p, epoch e) {
   s.store_position(k, p, e);
 };
 template <class S>
@@ -233,23 +232,22 @@ class forwarding_sink : public detail::forwarded_key<std::remove_reference_t<Inn
   decltype(auto) claim_next(partition_id k) requires detail::can_claim_next_partition<sink_type> {
     return guard_([&]() -> decltype(auto) { return inner_.claim_next(k); });
   }
-  decltype(auto) load_position(partition_id k) requires
-      detail::can_load_partition_position<sink_type> {
+  decltype(auto) load_position(
+      partition_id k) requires detail::can_load_partition_position<sink_type> {
     return guard_([&]() -> decltype(auto) { return inner_.load_position(k); });
   }
-  decltype(auto) load_position(partition_id k) const requires
-      detail::can_load_partition_position<const sink_type> {
+  decltype(auto) load_position(
+      partition_id k) const requires detail::can_load_partition_position<const sink_type> {
     return guard_([&]() -> decltype(auto) { return inner().load_position(k); });
   }
-  decltype(auto) applied_watermark(partition_id k) const requires
-      detail::can_report_partition_watermark<sink_type> {
+  decltype(auto) applied_watermark(
+      partition_id k) const requires detail::can_report_partition_watermark<sink_type> {
     return guard_([&]() -> decltype(auto) { return inner().applied_watermark(k); });
   }
   decltype(auto) era() requires detail::can_report_era<sink_type> {
     return guard_([&]() -> decltype(auto) { return inner_.era(); });
   }
-  void check_partition_count(std::size_t n) requires
-      detail::can_check_partition_count<sink_type> {
+  void check_partition_count(std::size_t n) requires detail::can_check_partition_count<sink_type> {
     guard_([&] { inner_.check_partition_count(n); });
   }
 

@@ -143,17 +143,7 @@ class group final {
       const std::vector<partition_id> owned = reader_.assignment();
       const std::vector<partition_id>& wanted = s.assignment;
       std::vector<partition_id> give_up, take;
-      if (redeliver_) {
-        // Everything it keeps is delivered again; what it no longer owns is revoked.
-        for (const partition_id k : owned)
-          if (std::ranges::find(wanted, k) == wanted.end())
-            give_up.push_back(k);
-        if (!give_up.empty())
-          listener_->revoked(give_up);
-        reader_.unassign(owned);
-        take = wanted;
-        give_up.clear();
-      } else if (group_->protocol_ == rebalance_protocol::eager) {
+      if (group_->protocol_ == rebalance_protocol::eager) {
         give_up = owned;
         take = wanted;
       } else {

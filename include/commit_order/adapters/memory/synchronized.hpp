@@ -35,6 +35,7 @@ class one_mutex final {
     std::lock_guard lock(mutex_);
     return std::forward<F>(call)();
   }
+
  private:
   mutable std::mutex mutex_;
 };
