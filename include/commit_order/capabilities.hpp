@@ -202,9 +202,11 @@ template <class T>
 struct is_version_guard : std::false_type {};
 template <auto M>
 struct is_version_guard<VersionGuarded<M>> : std::true_type {};
-inline constexpr auto is_version_guard_tag = [](auto t) {
-  return boost::hana::bool_c<is_version_guard<typename decltype(t)::type>::value>;
-};
+template <class Caps>
+struct names_version_guard : std::false_type {};
+template <class... Tags>
+struct names_version_guard<capabilities<Tags...>>
+    : std::bool_constant<(is_version_guard<Tags>::value || ...)> {};
 }  // namespace detail
 
 /// Does T declare the tag `Tag`? False for a type that declares nothing.
@@ -221,8 +223,7 @@ inline constexpr bool has_capability_v = [] {
 template <class T>
 inline constexpr bool version_guarded_v = [] {
   if constexpr (declares_capabilities<T>) {
-    return decltype(boost::hana::is_just(
-        boost::hana::find_if(capabilities_of_t<T>::tags, detail::is_version_guard_tag)))::value;
+    return detail::names_version_guard<capabilities_of_t<T>>::value;
   } else {
     return false;
   }
