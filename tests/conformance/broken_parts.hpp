@@ -50,6 +50,17 @@ struct unguarded_sink {
   co::memory::table<kit_event, kit_key, co::capabilities<co::Idempotent>> table;
 };
 
+/// The same, but its apply reports nothing (like a sink that sends a unit's rows at commit):
+/// the kit cannot count what the guard absorbed, and must still see older rows win.
+struct silent_unguarded_sink {
+  using row_type = kit_event;
+  using key_type = kit_key;
+  using capabilities = co::capabilities<co::Idempotent, co::OffsetGuarded, co::Volatile>;
+  void apply(co::offset o, const kit_event& e) { table.apply(o, e); }
+  rows_t rows() const { return rows_of(table); }
+  co::memory::table<kit_event, kit_key, co::capabilities<co::Idempotent>> table;
+};
+
 /// Declares Transactional, but its rows are durable as they are applied: a rollback drops the
 /// staged position and keeps the rows.
 struct leaky_rollback_sink {

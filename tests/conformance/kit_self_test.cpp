@@ -82,6 +82,18 @@ TEST_CASE("the kit fails a sink that declares OffsetGuarded and lets older offse
   expect_failed(r, "crash matrix AtLeastOnce<EveryBatch>", "the offset guard absorbed 0 of");
 }
 
+TEST_CASE("the kit fails a sink that declares OffsetGuarded, reports nothing and lets older win") {
+  const auto r = ct::run_conformance<broken::fixture<broken::silent_unguarded_sink>>(
+      "silent unguarded 'OffsetGuarded' sink", only(true, false, true, false));
+  expect_failed(r, guarded, "the sink holds {key 0 @3}, expected {key 0 @5}");
+  // Without apply()'s reports there is no absorbed count to compare; the rows still show it.
+  expect_failed(r, "crash matrix AtLeastOnce<EveryBatch>", "went back to an older offset");
+  const auto* c = r.find("crash matrix AtLeastOnce<EveryBatch>");
+  REQUIRE(c != nullptr);
+  for (const auto& f : c->failures)
+    CHECK(f.find("the offset guard absorbed") == std::string::npos);
+}
+
 TEST_CASE("the kit fails a sink that declares Transactional and keeps rolled-back rows") {
   const auto r = ct::run_conformance<broken::fixture<broken::leaky_rollback_sink>>(
       "leaky rollback sink", only(true, false, true, false));
