@@ -147,7 +147,6 @@ class position_table final {
     return c;
   }
 
-  [[nodiscard]] const std::string& stream() const noexcept { return stream_; }
   [[nodiscard]] const std::string& topic() const noexcept { return topic_; }
 
  private:
