@@ -21,21 +21,12 @@
 #include <system_error>
 #include <type_traits>
 
+#include "commit_order/detail/concat.hpp"
+
 namespace commit_order::postgres::detail {
 
-/// The parts, joined. Each part is anything a std::string_view can be made from.
-template <class... Parts>
-[[nodiscard]] std::string concat(const Parts&... parts) {
-  const std::string_view views[] = {std::string_view(parts)...};
-  std::size_t size = 0;
-  for (const std::string_view v : views)
-    size += v.size();
-  std::string out;
-  out.reserve(size);
-  for (const std::string_view v : views)
-    out.append(v);
-  return out;
-}
+/// The parts, joined in one allocation (commit_order/detail/concat.hpp says why).
+using commit_order::detail::concat;
 
 template <class>
 inline constexpr bool always_false = false;
