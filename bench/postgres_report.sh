@@ -19,6 +19,10 @@ trap 'rm -f "$table" "$console"' EXIT
 "$bench" --pairs="$pairs" --table="$table" --benchmark_out=docs/data/postgres-bench.json \
   --benchmark_out_format=json --benchmark_color=false >"$console" 2>/dev/null
 ratios=$(sed -n '/^case (median rows\/s)/,$p' "$console")
+# Batch 1 again on servers left at glibc's default heap trimming: what it costs (see below).
+"$bench" --pairs="$pairs" --server-malloc=default --benchmark_filter='/batch:1/' \
+  --benchmark_color=false >"$console" 2>/dev/null
+default_malloc=$(sed -n '/^case (median rows\/s)/,$p' "$console")
 
 # rows/s against batch size: one line per variant and server.
 sort -k1,1 -k2,2n "$table" >"$table.sorted"
@@ -69,11 +73,35 @@ is the median of the pairs' ratios, which stays steady on a shared machine where
 a long run do not. Targets (issue 12): at least 0.95x the hand-written loop at batch 1 and 0.9x
 at batch 512.
 
-Machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1); $(g++ --version | head -n1); Release (-O3). The raw results: \`docs/data/postgres-bench.json\`.
+The servers run with \`GLIBC_TUNABLES=glibc.malloc.trim_threshold=67108864\` (the second table
+shows why). Machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1); $(g++ --version | head -n1); the \`bench\` preset (Release); commit $(git rev-parse --short HEAD); measured $(date -u +%Y-%m-%dT%H:%MZ), load average at the start $(cut -d' ' -f1-3 /proc/loadavg). The raw results: \`docs/data/postgres-bench.json\`.
 
 \`\`\`text
 ${ratios}
 \`\`\`
 
 ![PostgreSQL rows per second against batch size](postgres-rows-per-second.svg)
+
+The same batch-1 cases on servers left at glibc's default heap trimming
+(\`postgres_bench --server-malloc=default\`):
+
+\`\`\`text
+${default_malloc}
+\`\`\`
+
+**Reading it.** With fsync=on a unit's cost is the server's WAL flush; with fsync=off at batch 1
+it is two round trips and the server's work for them, so anything the server does besides shows.
+Both loops send byte-identical traffic (the same messages, sizes and system calls per unit:
+\`strace\` on the client shows two \`sendto\`, two \`poll\`, two \`recvfrom\` per unit for
+each). What differed on servers left at glibc's defaults was the server: \`perf sched\` showed
+the backend serving the library's connection running 47 us per unit where it had run 33 us, and
+\`strace -c\` on the two backends counted 1,200 \`brk()\` calls in 2,050 units for the library's
+session and none for the twin's: glibc returning the top of that backend's heap to the kernel
+after each transaction and taking it back in the next. It depends on the backend's allocation
+history, not on the traffic (it appears once other sessions have run; preparing the adapter's
+recovery statements in the twin, or running its recovery queries, did not bring it on there), and
+a trim threshold above what one transaction frees removes it for every session. The first table
+therefore compares the clients on servers so started; the second shows what the trimming costs
+a session that falls into it. For servers of your own, docs/adapters.md ("PostgreSQL on
+glibc") has the setting.
 DOC
