@@ -74,7 +74,7 @@ a long run do not. Targets (issue 12): at least 0.95x the hand-written loop at b
 at batch 512.
 
 The servers run with \`GLIBC_TUNABLES=glibc.malloc.trim_threshold=67108864\` (the second table
-shows why). Machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1); $(g++ --version | head -n1); the \`bench\` preset (Release); commit $(git rev-parse --short HEAD); measured $(date -u +%Y-%m-%dT%H:%MZ), load average at the start $(cut -d' ' -f1-3 /proc/loadavg). The raw results: \`docs/data/postgres-bench.json\`.
+shows why). Machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1); $(g++ --version | head -n1); the \`bench\` preset (Release, -O3); commit $(git rev-parse --short HEAD); measured $(date -u +%Y-%m-%dT%H:%MZ), load average at the start $(cut -d' ' -f1-3 /proc/loadavg). The raw results: \`docs/data/postgres-bench.json\`.
 
 \`\`\`text
 ${ratios}

@@ -154,7 +154,7 @@ alternating, the cases shuffled in every round), and the ratio is the **median o
 ratios**; the quartiles show how far single pairs scatter. Rows/s are each variant's median.
 
 Measured ${date}; machine: ${machine}, load average at the start ${load}; ${compiler};
-Release (-O3); SQLite ${sqlite_version}; ${run_pairs} pairs per case.
+Release (-O3); commit $(git rev-parse --short HEAD); SQLite ${sqlite_version}; ${run_pairs} pairs per case.
 
 ![rows/s against batch size](performance-sqlite.png)
 
