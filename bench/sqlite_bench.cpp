@@ -147,20 +147,8 @@ void register_pairs(int pairs) {
   }
 }
 
-/// A run's case without the decorations Google Benchmark appends ("/iterations:N/real_time").
-std::string case_of(const std::string& run_name) {
-  const auto batch = run_name.find("/batch:");
-  const auto end = run_name.find('/', batch + 1);
-  return run_name.substr(0, end);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty())
-    return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
+using bench_support::case_of;
+using bench_support::median;
 
 /// Prints the usual console output, then per case the median rows/s of each variant and the
 /// median of the pairs' ratios (library / hand-written).

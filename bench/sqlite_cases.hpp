@@ -35,6 +35,8 @@
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
 
+#include "seeded_orders.hpp"
+
 #include "support/scratch.hpp"
 
 namespace sqlite_bench {
@@ -42,12 +44,10 @@ namespace sqlite_bench {
 namespace co = commit_order;
 namespace sq = commit_order::sqlite;
 
-struct order_event {
-  std::int64_t order_id = 0;
-  std::int64_t customer_id = 0;
-  std::int64_t total_cents = 0;
-  std::int64_t event_seq = 0;
-};
+using bench_support::log_t;
+using bench_support::order_event;
+using bench_support::orders;
+using bench_support::reader_t;
 
 struct orders_flat final
     : sq::table_layout<"orders_flat", order_event,
@@ -56,23 +56,12 @@ struct orders_flat final
                                          sq::column<"total_cents", &order_event::total_cents>,
                                          sq::column<"event_seq", &order_event::event_seq>>> {};
 
-/// Distinct orders: the table holds exactly this many rows, all of them seeded.
-inline constexpr std::int64_t orders = 1024;
 /// Records a case consumes before its database is rebuilt (a round).
 inline constexpr std::int64_t round_records = std::int64_t{1} << 17;
 
-using log_t = co::memory::log<order_event, co::Synced>;
-using reader_t = log_t::reader;
-
-/// The seeded records (offsets 0 .. orders-1, already in the database) and one round after them.
-/// Record i is order i % orders, so every measured record updates a row with a newer offset.
+/// The seeded records and one round after them (bench/seeded_orders.hpp).
 inline const log_t& shared_log() {
-  static const log_t log = [] {
-    log_t l;
-    for (std::int64_t i = 0; i < orders + round_records; ++i)
-      l.append(order_event{i % orders, 100 + i % 97, i, i / orders + 1});
-    return l;
-  }();
+  static const log_t log = bench_support::seeded_log(round_records);
   return log;
 }
 

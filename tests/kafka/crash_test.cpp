@@ -7,39 +7,19 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
-#include <numeric>
 
 #include "lab/report.hpp"
 #include "lab/supervisor.hpp"
+#include "support/crash_runs.hpp"
 #include "support/scratch.hpp"
 
 namespace {
 
 crash_lab::policy_outcome run(crash_lab::policy_id policy, int kills, std::int64_t records,
                               const test_support::scratch_dir& dir) {
-  crash_lab::lab_config config;
-  config.executable = std::filesystem::read_symlink("/proc/self/exe");
-  config.work_dir = dir.path();
+  auto config = test_support::crash_config(policy, kills, records, 20261201, dir);
   config.source = crash_lab::source_kind::kafka;
-  config.records = records;
-  config.orders = records / 8;
-  config.kills = kills;
-  config.seed = 20261201 + static_cast<std::uint64_t>(policy);
-  config.batch = 8;
-  config.pace = std::chrono::microseconds(150);
-  config.auto_commit = std::chrono::milliseconds(50);
-  const auto outcomes = crash_lab::run_lab(config, {policy});
-  REQUIRE(outcomes.size() == 1);
-  const auto& o = outcomes.front();
-  MESSAGE(crash_lab::display_name(policy)
-          << " (Kafka): " << o.kills << " kills, " << o.children << " starts, " << o.rows_lost
-          << " lost, " << o.duplicate_rows << " duplicate, " << o.regressed_rows << " regressed, "
-          << o.replays_absorbed << " replays absorbed, " << o.seconds << " s");
-  // Every requested kill landed while the consumer was working.
-  CHECK(o.kills == kills);
-  CHECK(o.records == records);
-  CHECK(o.mismatched_rows == 0);
-  return o;
+  return test_support::run_crash_lab(config, policy, " (Kafka)");
 }
 
 }  // namespace
@@ -67,16 +47,7 @@ TEST_CASE("Kafka, AtLeastOnce under 50 SIGKILLs: replays absorbed, nothing lost 
 TEST_CASE("Kafka, AtMostOnce under 40 SIGKILLs: committed to Kafka first, loss bounded per kill") {
   test_support::scratch_dir dir;
   const auto o = run(crash_lab::policy_id::at_most_once, 40, 1600, dir);
-  CHECK(o.duplicate_rows == 0);
-  CHECK(o.regressed_rows == 0);
-  REQUIRE(o.lost_per_kill.size() == 40);
-  for (std::int64_t lost : o.lost_per_kill) {
-    CHECK(lost >= 0);
-    CHECK(lost <= 8);  // one unit of work
-  }
-  // Every record the final reconciliation misses was attributed to a kill as it happened.
-  CHECK(o.rows_lost ==
-        std::accumulate(o.lost_per_kill.begin(), o.lost_per_kill.end(), std::int64_t{0}));
+  test_support::check_loss_accounted(o, 40);
   CHECK(o.rows_lost > 0);
   CHECK(crash_lab::violations(o, 8).empty());
 }

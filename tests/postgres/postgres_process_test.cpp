@@ -10,13 +10,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
 #include <string>
 
 #include "lab/process.hpp"
 #include "lab/report.hpp"
 #include "lab/supervisor.hpp"
 #include "pg_support.hpp"
+#include "support/crash_runs.hpp"
 #include "support/scratch.hpp"
 
 using namespace pg_test;
@@ -100,29 +100,10 @@ namespace {
 
 crash_lab::policy_outcome run(crash_lab::policy_id policy, int kills, std::int64_t records,
                               const test_support::scratch_dir& dir) {
-  crash_lab::lab_config config;
-  config.executable = self();
-  config.work_dir = dir.path();
-  config.records = records;
-  config.orders = records / 8;
-  config.kills = kills;
-  config.seed = 20240612 + static_cast<std::uint64_t>(policy);
-  config.batch = 8;
-  config.pace = std::chrono::microseconds(150);
-  config.auto_commit = std::chrono::milliseconds(50);
+  auto config = test_support::crash_config(policy, kills, records, 20240612, dir);
   config.sink = crash_lab::sink_kind::postgres;
   config.pg_conninfo = synced_conninfo();  // every lab part is Synced: fsync=on
-  const auto outcomes = crash_lab::run_lab(config, {policy});
-  REQUIRE(outcomes.size() == 1);
-  const auto& o = outcomes.front();
-  MESSAGE(crash_lab::display_name(policy)
-          << " on PostgreSQL: " << o.kills << " kills, " << o.children << " starts, " << o.rows_lost
-          << " lost, " << o.duplicate_rows << " duplicate, " << o.regressed_rows << " regressed, "
-          << o.replays_absorbed << " replays absorbed, " << o.seconds << " s");
-  CHECK(o.kills == kills);  // every requested kill landed while the consumer was working
-  CHECK(o.records == records);
-  CHECK(o.mismatched_rows == 0);
-  return o;
+  return test_support::run_crash_lab(config, policy, " on PostgreSQL");
 }
 
 }  // namespace
@@ -152,15 +133,7 @@ TEST_CASE(
 TEST_CASE("AtMostOnce on PostgreSQL under 40 SIGKILLs: loss bounded by one unit per kill") {
   test_support::scratch_dir dir;
   const auto o = run(crash_lab::policy_id::at_most_once, 40, 1000, dir);
-  CHECK(o.duplicate_rows == 0);
-  CHECK(o.regressed_rows == 0);
-  REQUIRE(o.lost_per_kill.size() == 40);
-  for (std::int64_t lost : o.lost_per_kill) {
-    CHECK(lost >= 0);
-    CHECK(lost <= 8);
-  }
-  CHECK(o.rows_lost ==
-        std::accumulate(o.lost_per_kill.begin(), o.lost_per_kill.end(), std::int64_t{0}));
+  test_support::check_loss_accounted(o, 40);
   CHECK(crash_lab::violations(o, 8).empty());
 }
 

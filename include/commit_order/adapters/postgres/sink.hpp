@@ -83,6 +83,7 @@
 #include <utility>
 #include <vector>
 
+#include "commit_order/adapters/detail/write_modes.hpp"
 #include "commit_order/adapters/postgres/connection.hpp"
 #include "commit_order/adapters/postgres/position_table.hpp"
 #include "commit_order/adapters/postgres/table.hpp"
@@ -94,41 +95,15 @@
 
 namespace commit_order::postgres {
 
-// ---- write modes ---------------------------------------------------------------------------
+// ---- write modes: commit_order/adapters/detail/write_modes.hpp ------------------------------
 
-enum class guard_kind { none, offset, version };
-
-/// Keyed upsert that only wins when the incoming source offset of the same partition is newer.
-struct guarded_upsert_mode final {
-  static constexpr bool keyed = true;
-  static constexpr guard_kind guard = guard_kind::offset;
-};
-/// Keyed upsert that only wins when the event's version member `Member` is newer.
-template <auto Member>
-struct version_guarded_mode final {
-  static constexpr bool keyed = true;
-  static constexpr guard_kind guard = guard_kind::version;
-  static constexpr auto member = Member;
-};
-/// Keyed upsert, last writer wins: a replay rewrites rows with older data until it catches up.
-struct upsert_mode final {
-  static constexpr bool keyed = true;
-  static constexpr guard_kind guard = guard_kind::none;
-};
-/// Plain INSERT into a table without a uniqueness constraint.
-struct append_mode final {
-  static constexpr bool keyed = false;
-  static constexpr guard_kind guard = guard_kind::none;
-};
-
-template <class M>
-struct is_version_guarded_mode : std::false_type {};
-template <auto M>
-struct is_version_guarded_mode<version_guarded_mode<M>> : std::true_type {};
-
-template <class M>
-concept write_mode = std::is_same_v<M, guarded_upsert_mode> || std::is_same_v<M, upsert_mode> ||
-    std::is_same_v<M, append_mode> || is_version_guarded_mode<M>::value;
+using adapters::append_mode;
+using adapters::guard_kind;
+using adapters::guarded_upsert_mode;
+using adapters::upsert_mode;
+using adapters::version_guarded_mode;
+using adapters::write_mode;
+using adapters::detail::is_version_guarded_mode;
 
 struct sink_options final {
   /// The stream (the consumer's name) and the topic it reads: with the partition, the key of
@@ -166,34 +141,8 @@ struct sink_stats final {
 
 namespace detail {
 
-template <class Mode, class Durability>
-struct mode_capabilities;
-template <class Durability>
-struct mode_capabilities<guarded_upsert_mode, Durability> {
-  using type = commit_order::capabilities<Idempotent, OffsetGuarded, PartitionScoped, Transactional,
-                                          Durability>;
-};
-template <auto Member, class Durability>
-struct mode_capabilities<version_guarded_mode<Member>, Durability> {
-  using type =
-      commit_order::capabilities<Idempotent, VersionGuarded<Member>, Transactional, Durability>;
-};
-template <class Durability>
-struct mode_capabilities<upsert_mode, Durability> {
-  using type = commit_order::capabilities<Idempotent, Transactional, Durability>;
-};
-template <class Durability>
-struct mode_capabilities<append_mode, Durability> {
-  using type = commit_order::capabilities<Transactional, Durability>;
-};
-
-// Only keyed sinks have a key: an append sink must not look like it dedups (rule R8).
-template <class D, bool Keyed>
-struct key_alias {};
-template <class D>
-struct key_alias<D, true> {
-  using key_type = typename D::keys::key_type;
-};
+using adapters::detail::key_alias;
+using adapters::detail::mode_capabilities;
 
 template <class D, class Mode>
 struct table_sql final {

@@ -24,7 +24,6 @@
 // float and double DOUBLE PRECISION; strings TEXT. Every column is NOT NULL.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -33,43 +32,23 @@
 #include <tuple>
 #include <type_traits>
 
+#include "commit_order/adapters/detail/table_description.hpp"
 #include "commit_order/adapters/postgres/text.hpp"
 #include "commit_order/key.hpp"
 
 namespace commit_order::postgres {
 
 /// A string usable as a template argument: `column<"order_id", ...>`.
-template <std::size_t N>
-struct fixed_string final {
-  char data[N]{};
-  constexpr fixed_string(const char (&text)[N]) noexcept {  // NOLINT: implicit by design
-    std::copy_n(text, N, data);
-  }
-  [[nodiscard]] constexpr std::string_view view() const noexcept { return {data, N - 1}; }
-};
+using adapters::fixed_string;
 
 /// True for a plain SQL identifier PostgreSQL keeps whole: a letter or underscore, then
 /// letters, digits, underscores; at most 63 bytes (longer names are cut by the server).
 constexpr bool is_identifier(std::string_view name) noexcept {
-  if (name.empty() || name.size() > 63)
-    return false;
-  const auto letter = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-  };
-  if (!letter(name.front()))
-    return false;
-  return std::all_of(name.begin(), name.end(),
-                     [&](char c) { return letter(c) || (c >= '0' && c <= '9'); });
+  return adapters::detail::is_plain_identifier(name, 63);
 }
 
 namespace detail {
-template <class M>
-struct member_pointer_traits;
-template <class C, class T>
-struct member_pointer_traits<T C::*> {
-  using owner = C;
-  using value = T;
-};
+using adapters::detail::member_pointer_traits;
 
 /// The PostgreSQL type a member of type T is stored as, and its array type.
 template <class T>
@@ -112,15 +91,11 @@ requires(!std::is_arithmetic_v<T> && !std::is_enum_v<T> &&
 /// One column: its name and the event member it holds.
 template <fixed_string Name, auto Member>
 requires std::is_member_object_pointer_v<decltype(Member)>
-struct column final {
+struct column final : adapters::detail::column_base<Name, Member> {
   static_assert(is_identifier(Name.view()),
                 "commit_order::postgres: a column name must be a plain identifier "
                 "([A-Za-z_][A-Za-z0-9_]*, at most 63 characters)");
-  static constexpr std::string_view name = Name.view();
-  static constexpr auto member = Member;
-  using owner_type = typename detail::member_pointer_traits<decltype(Member)>::owner;
-  using value_type = typename detail::member_pointer_traits<decltype(Member)>::value;
-  static_assert(detail::pg_type<value_type>::supported,
+  static_assert(detail::pg_type<typename column::value_type>::supported,
                 "commit_order::postgres: no PostgreSQL type for this member -- use bool, an "
                 "integer (an unsigned 64-bit one does not fit BIGINT), an enum, float, double "
                 "or a string");
@@ -147,43 +122,14 @@ requires(is_column<Columns>::value&&...) struct value_columns final {
 };
 
 namespace detail {
+/// The columns of Keys and Values: their names, and the lists statements are built from.
 template <class Keys, class Values>
 struct all_columns;
 template <class... K, class... V>
-struct all_columns<key_columns<K...>, value_columns<V...>> {
-  static constexpr std::array<std::string_view, sizeof...(K) + sizeof...(V)> names{K::name...,
-                                                                                   V::name...};
-  template <class Event>
-  static constexpr bool members_of = (std::is_same_v<typename K::owner_type, Event> && ...) &&
-                                     (std::is_same_v<typename V::owner_type, Event> && ...);
-  /// Is `Member` the member of one of the value columns?
-  template <auto Member>
-  static constexpr bool has_value_member = [] {
-    bool found = false;
-    (
-        [&] {
-          if constexpr (std::is_same_v<decltype(V::member), decltype(Member)>)
-            found = found || V::member == Member;
-        }(),
-        ...);
-    return found;
-  }();
-};
-
-template <std::size_t N>
-constexpr bool names_distinct(std::array<std::string_view, N> names, std::string_view extra1,
-                              std::string_view extra2) {
-  if (extra1 == extra2)
-    return false;
-  for (std::size_t i = 0; i < N; ++i) {
-    if (names[i] == extra1 || names[i] == extra2)
-      return false;
-    for (std::size_t j = i + 1; j < N; ++j)
-      if (names[i] == names[j])
-        return false;
-  }
-  return true;
-}
+struct all_columns<key_columns<K...>, value_columns<V...>>
+    : adapters::detail::column_set<adapters::detail::column_pack<K...>,
+                                   adapters::detail::column_pack<V...>> {};
+using adapters::detail::names_distinct;
 }  // namespace detail
 
 /// A table's layout: its name, the event its rows hold, the key and value columns, and the
@@ -193,26 +139,20 @@ constexpr bool names_distinct(std::array<std::string_view, N> names, std::string
 template <fixed_string Name, class Event, class Keys, class Values,
           fixed_string OffsetColumn = "source_offset",
           fixed_string PartitionColumn = "source_partition">
-struct table_layout {
-  using event_type = Event;
-  using keys = Keys;
-  using values = Values;
-  static constexpr std::string_view name = Name.view();
-  static constexpr std::string_view offset_column = OffsetColumn.view();
-  static constexpr std::string_view partition_column = PartitionColumn.view();
-
-  static_assert(is_identifier(name),
+struct table_layout : adapters::detail::table_layout_base<Name, Event, Keys, Values, OffsetColumn,
+                                                          PartitionColumn> {
+  static_assert(is_identifier(Name.view()),
                 "commit_order::postgres: a table name must be a plain identifier");
-  static_assert(is_identifier(offset_column),
+  static_assert(is_identifier(OffsetColumn.view()),
                 "commit_order::postgres: the source-offset column name must be a plain identifier");
-  static_assert(is_identifier(partition_column),
+  static_assert(is_identifier(PartitionColumn.view()),
                 "commit_order::postgres: the source-partition column name must be a plain "
                 "identifier");
   static_assert(detail::all_columns<Keys, Values>::template members_of<Event>,
                 "commit_order::postgres: every column must hold a member of the table's event "
                 "type");
-  static_assert(detail::names_distinct(detail::all_columns<Keys, Values>::names, offset_column,
-                                       partition_column),
+  static_assert(detail::names_distinct(detail::all_columns<Keys, Values>::names,
+                                       OffsetColumn.view(), PartitionColumn.view()),
                 "commit_order::postgres: column names (and the source-offset and "
                 "source-partition columns) must differ");
 };
@@ -228,46 +168,19 @@ struct is_value_columns<value_columns<C...>> : std::true_type {};
 
 /// D describes a table: `postgres::table_layout<...>` or a type derived from one.
 template <class D>
-concept describes_table = requires {
-  typename D::event_type;
-  typename D::keys;
-  typename D::values;
-  { D::name } -> std::convertible_to<std::string_view>;
-  { D::offset_column } -> std::convertible_to<std::string_view>;
-  { D::partition_column } -> std::convertible_to<std::string_view>;
-}
-&&is_key_columns<typename D::keys>::value&& is_value_columns<typename D::values>::value;
+concept describes_table = adapters::detail::names_layout_parts<D> &&
+    is_key_columns<typename D::keys>::value && is_value_columns<typename D::values>::value;
 
 namespace detail {
 
-// Names are plain identifiers (checked at compile time), so quoting cannot be escaped; the
-// quotes keep a name that is also a keyword ("order", "partition") a name, and its case.
-inline std::string quote_identifier(std::string_view identifier) {
-  return concat("\"", identifier, "\"");
-}
-
-template <class... C>
-std::string column_list(std::string_view separator, auto&& each) {
-  std::string out;
-  ((out.append(out.empty() ? std::string_view() : separator),
-    out.append(each.template operator()<C>())),
-   ...);
-  return out;
-}
+using adapters::detail::column_list;
+using adapters::detail::quote_identifier;
 
 template <class Keys, class Values>
 struct columns_of;
 template <class... K, class... V>
-struct columns_of<key_columns<K...>, value_columns<V...>> {
-  static constexpr std::size_t key_count = sizeof...(K);
-  static constexpr std::size_t count = sizeof...(K) + sizeof...(V);
-
-  static std::string key_names() {
-    return column_list<K...>(", ", []<class C>() { return quote_identifier(C::name); });
-  }
-  static std::string all_names() {
-    return column_list<K..., V...>(", ", []<class C>() { return quote_identifier(C::name); });
-  }
+struct columns_of<key_columns<K...>, value_columns<V...>>
+    : all_columns<key_columns<K...>, value_columns<V...>> {
   static std::string definitions() {
     return column_list<K..., V...>(", ", []<class C>() {
       return concat(quote_identifier(C::name), " ", pg_type<typename C::value_type>::name,
@@ -290,11 +203,6 @@ struct columns_of<key_columns<K...>, value_columns<V...>> {
       std::string p = "$";
       append_integer(p, index++);
       return concat(p, "::", pg_type<typename C::value_type>::array);
-    });
-  }
-  static std::string updates() {
-    return column_list<V...>(", ", []<class C>() {
-      return concat(quote_identifier(C::name), " = excluded.", quote_identifier(C::name));
     });
   }
   /// `t."k1" = u."k1" AND ...`.

@@ -49,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "commit_order/adapters/detail/write_modes.hpp"
 #include "commit_order/adapters/sqlite/connection.hpp"
 #include "commit_order/adapters/sqlite/layout.hpp"
 #include "commit_order/adapters/sqlite/position_table.hpp"
@@ -60,52 +61,13 @@
 
 namespace commit_order::sqlite {
 
-// ---- write modes ---------------------------------------------------------------------------
+// ---- write modes: commit_order/adapters/detail/write_modes.hpp ------------------------------
 
-/// Keyed upsert that only wins when the incoming record is from the row's partition and has a
-/// newer offset; a key arriving from another partition is `key_moved_partition`.
-struct guarded_upsert_mode final {
-  static constexpr bool keyed = true;
-  static constexpr bool guarded = true;
-  static constexpr bool partition_scoped = true;
-  static constexpr bool version_guarded = false;
-};
-/// Keyed upsert that only wins when the event's per-key version (`Member`, set by the
-/// producer, a column of the table) is newer than the row's, whatever partition either came
-/// from: the guard for a stream whose partition count may change.
-template <auto Member>
-struct version_guarded_mode final {
-  static constexpr bool keyed = true;
-  static constexpr bool guarded = true;
-  static constexpr bool partition_scoped = false;
-  static constexpr bool version_guarded = true;
-  static constexpr auto member = Member;
-};
-/// Keyed upsert, last writer wins: a replay rewrites rows with older data until it catches up.
-struct upsert_mode final {
-  static constexpr bool keyed = true;
-  static constexpr bool guarded = false;
-  static constexpr bool partition_scoped = false;
-  static constexpr bool version_guarded = false;
-};
-/// Plain INSERT into a table without a uniqueness constraint.
-struct append_mode final {
-  static constexpr bool keyed = false;
-  static constexpr bool guarded = false;
-  static constexpr bool partition_scoped = false;
-  static constexpr bool version_guarded = false;
-};
-
-namespace detail {
-template <class M>
-struct is_version_mode : std::false_type {};
-template <auto Member>
-struct is_version_mode<version_guarded_mode<Member>> : std::true_type {};
-}  // namespace detail
-
-template <class M>
-concept write_mode = std::is_same_v<M, guarded_upsert_mode> || std::is_same_v<M, upsert_mode> ||
-    std::is_same_v<M, append_mode> || detail::is_version_mode<M>::value;
+using adapters::append_mode;
+using adapters::guarded_upsert_mode;
+using adapters::upsert_mode;
+using adapters::version_guarded_mode;
+using adapters::write_mode;
 
 struct sink_options final {
   /// The consumer the positions belong to (a consumer group, a job): the first part of the key
@@ -132,35 +94,8 @@ struct sink_options final {
 
 namespace detail {
 
-template <class Mode, class Durability>
-struct mode_capabilities;
-template <class Durability>
-struct mode_capabilities<guarded_upsert_mode, Durability> {
-  using type = commit_order::capabilities<Idempotent, OffsetGuarded, PartitionScoped, Transactional,
-                                          Durability>;
-};
-template <auto Member, class Durability>
-struct mode_capabilities<version_guarded_mode<Member>, Durability> {
-  using type =
-      commit_order::capabilities<Idempotent, VersionGuarded<Member>, Transactional, Durability>;
-};
-template <class Durability>
-struct mode_capabilities<upsert_mode, Durability> {
-  using type = commit_order::capabilities<Idempotent, Transactional, Durability>;
-};
-template <class Durability>
-struct mode_capabilities<append_mode, Durability> {
-  using type = commit_order::capabilities<Transactional, Durability>;
-};
-
-// Only keyed sinks have a key: an append sink must not look like it dedups (rule R8 and the
-// `sink_key_t` trait read this alias).
-template <class D, bool Keyed>
-struct key_alias {};
-template <class D>
-struct key_alias<D, true> {
-  using key_type = typename D::keys::key_type;
-};
+using adapters::detail::key_alias;
+using adapters::detail::mode_capabilities;
 
 /// The column a version guard compares: the one of D's value columns that holds the member.
 template <class D, class Mode>

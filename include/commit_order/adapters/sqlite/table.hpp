@@ -18,7 +18,6 @@
 // parameters, so no event content and no name can change the statement's meaning.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <string>
@@ -26,55 +25,31 @@
 #include <type_traits>
 #include <utility>
 
+#include "commit_order/adapters/detail/table_description.hpp"
 #include "commit_order/adapters/sqlite/text.hpp"
 #include "commit_order/key.hpp"
 
 namespace commit_order::sqlite {
 
 /// A string usable as a template argument: `column<"order_id", ...>`.
-template <std::size_t N>
-struct fixed_string final {
-  char data[N]{};
-  constexpr fixed_string(const char (&text)[N]) noexcept {  // NOLINT: implicit by design
-    std::copy_n(text, N, data);
-  }
-  [[nodiscard]] constexpr std::string_view view() const noexcept { return {data, N - 1}; }
-};
+using adapters::fixed_string;
 
 /// True for a plain SQL identifier: a letter or underscore, then letters, digits, underscores.
 constexpr bool is_identifier(std::string_view name) noexcept {
-  if (name.empty() || name.size() > 64)
-    return false;
-  const auto letter = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-  };
-  if (!letter(name.front()))
-    return false;
-  return std::all_of(name.begin(), name.end(),
-                     [&](char c) { return letter(c) || (c >= '0' && c <= '9'); });
+  return adapters::detail::is_plain_identifier(name, 64);
 }
 
 namespace detail {
-template <class M>
-struct member_pointer_traits;
-template <class C, class T>
-struct member_pointer_traits<T C::*> {
-  using owner = C;
-  using value = T;
-};
+using adapters::detail::member_pointer_traits;
 }  // namespace detail
 
 /// One column: its name and the event member it holds.
 template <fixed_string Name, auto Member>
 requires std::is_member_object_pointer_v<decltype(Member)>
-struct column final {
+struct column final : adapters::detail::column_base<Name, Member> {
   static_assert(is_identifier(Name.view()),
                 "commit_order::sqlite: a column name must be a plain identifier "
                 "([A-Za-z_][A-Za-z0-9_]*, at most 64 characters)");
-  static constexpr std::string_view name = Name.view();
-  static constexpr auto member = Member;
-  using owner_type = typename detail::member_pointer_traits<decltype(Member)>::owner;
-  using value_type = typename detail::member_pointer_traits<decltype(Member)>::value;
 };
 
 template <class T>
@@ -102,31 +77,14 @@ struct value_columns final {
 };
 
 namespace detail {
+/// The columns of Keys and Values: their names, and the lists statements are built from.
 template <class Keys, class Values>
 struct all_columns;
 template <class... K, class... V>
-struct all_columns<key_columns<K...>, value_columns<V...>> {
-  static constexpr std::array<std::string_view, sizeof...(K) + sizeof...(V)> names{K::name...,
-                                                                                   V::name...};
-  template <class Event>
-  static constexpr bool members_of = (std::is_same_v<typename K::owner_type, Event> && ...) &&
-                                     (std::is_same_v<typename V::owner_type, Event> && ...);
-};
-
-template <std::size_t N>
-constexpr bool names_distinct(std::array<std::string_view, N> names, std::string_view offset,
-                              std::string_view partition) {
-  if (offset == partition)
-    return false;
-  for (std::size_t i = 0; i < N; ++i) {
-    if (names[i] == offset || names[i] == partition)
-      return false;
-    for (std::size_t j = i + 1; j < N; ++j)
-      if (names[i] == names[j])
-        return false;
-  }
-  return true;
-}
+struct all_columns<key_columns<K...>, value_columns<V...>>
+    : adapters::detail::column_set<adapters::detail::column_pack<K...>,
+                                   adapters::detail::column_pack<V...>> {};
+using adapters::detail::names_distinct;
 }  // namespace detail
 
 /// A table's layout: its name, the event its rows hold, the key and value columns, and the
@@ -137,13 +95,8 @@ constexpr bool names_distinct(std::array<std::string_view, N> names, std::string
 template <fixed_string Name, class Event, class Keys, class Values,
           fixed_string OffsetColumn = "source_offset",
           fixed_string PartitionColumn = "source_partition">
-struct table_layout {
-  using event_type = Event;
-  using keys = Keys;
-  using values = Values;
-  static constexpr std::string_view name = Name.view();
-  static constexpr std::string_view offset_column = OffsetColumn.view();
-  static constexpr std::string_view partition_column = PartitionColumn.view();
+struct table_layout : adapters::detail::table_layout_base<Name, Event, Keys, Values, OffsetColumn,
+                                                          PartitionColumn> {
   /// Whether the sink creates the index on (partition column, offset column) that the applied
   /// watermark of one partition reads: one seek, where a table without it is scanned whole —
   /// at every claim of a partition, under the write lock, and at every progress() call. The
@@ -154,17 +107,17 @@ struct table_layout {
   /// turn it off by declaring `static constexpr bool partition_index = false;` in its type.
   static constexpr bool partition_index = true;
 
-  static_assert(is_identifier(name),
+  static_assert(is_identifier(Name.view()),
                 "commit_order::sqlite: a table name must be a plain identifier");
-  static_assert(is_identifier(offset_column),
+  static_assert(is_identifier(OffsetColumn.view()),
                 "commit_order::sqlite: the source-offset column name must be a plain identifier");
-  static_assert(is_identifier(partition_column),
+  static_assert(is_identifier(PartitionColumn.view()),
                 "commit_order::sqlite: the source-partition column name must be a plain "
                 "identifier");
   static_assert(detail::all_columns<Keys, Values>::template members_of<Event>,
                 "commit_order::sqlite: every column must hold a member of the table's event type");
-  static_assert(detail::names_distinct(detail::all_columns<Keys, Values>::names, offset_column,
-                                       partition_column),
+  static_assert(detail::names_distinct(detail::all_columns<Keys, Values>::names,
+                                       OffsetColumn.view(), PartitionColumn.view()),
                 "commit_order::sqlite: column names (and the source-offset and source-partition "
                 "columns) must differ");
 };
@@ -181,13 +134,7 @@ struct is_value_columns<value_columns<C...>> : std::true_type {};
 namespace detail {
 // A concept of its own so that the conjunction below stays readable under clang-format 14.
 template <class D>
-concept names_table_parts = requires {
-  typename D::event_type;
-  typename D::keys;
-  typename D::values;
-  { D::name } -> std::convertible_to<std::string_view>;
-  { D::offset_column } -> std::convertible_to<std::string_view>;
-  { D::partition_column } -> std::convertible_to<std::string_view>;
+concept names_table_parts = adapters::detail::names_layout_parts<D> && requires {
   { D::partition_index } -> std::convertible_to<bool>;
 };
 }  // namespace detail
@@ -199,11 +146,7 @@ concept describes_table = detail::names_table_parts<D> && is_key_columns<typenam
 
 namespace detail {
 
-// Names are plain identifiers (checked at compile time), so quoting cannot be escaped; the
-// quotes keep a name that is also a keyword ("order", "group") a name.
-inline std::string quote_identifier(std::string_view identifier) {
-  return concat("\"", identifier, "\"");
-}
+using adapters::detail::quote_identifier;
 
 template <class T>
 constexpr std::string_view sql_type() {
@@ -230,34 +173,17 @@ std::string value_text(const T& v) {
   }
 }
 
-template <class... C>
-std::string column_list(std::string_view separator, auto&& each) {
-  std::string out;
-  ((out.append(out.empty() ? std::string_view() : separator),
-    out.append(each.template operator()<C>())),
-   ...);
-  return out;
-}
+using adapters::detail::column_list;
 
 template <class Keys, class Values>
 struct columns_of;
 template <class... K, class... V>
-struct columns_of<key_columns<K...>, value_columns<V...>> {
-  static std::string key_names() {
-    return column_list<K...>(", ", []<class C>() { return quote_identifier(C::name); });
-  }
-  static std::string all_names() {
-    return column_list<K..., V...>(", ", []<class C>() { return quote_identifier(C::name); });
-  }
+struct columns_of<key_columns<K...>, value_columns<V...>>
+    : all_columns<key_columns<K...>, value_columns<V...>> {
   static std::string definitions() {
     return column_list<K..., V...>(", ", []<class C>() {
       return concat(quote_identifier(C::name), " ", sql_type<typename C::value_type>(),
                     " NOT NULL");
-    });
-  }
-  static std::string updates() {
-    return column_list<V...>(", ", []<class C>() {
-      return concat(quote_identifier(C::name), " = excluded.", quote_identifier(C::name));
     });
   }
   /// `"k1" = ?1 AND "k2" = ?2 ...`: the row of one key.
@@ -269,9 +195,6 @@ struct columns_of<key_columns<K...>, value_columns<V...>> {
      ...);
     return out;
   }
-  static constexpr std::size_t count = sizeof...(K) + sizeof...(V);
-  static constexpr std::size_t key_count = sizeof...(K);
-
   /// Binds the event's members to parameters 1..count, keys first, in declaration order.
   template <class Statement, class Event>
   static void bind(Statement& s, const Event& e) {
