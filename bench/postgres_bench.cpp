@@ -117,14 +117,15 @@ void run_case(benchmark::State& state, const char* variant, server_id s, std::si
   state.SetItemsProcessed(records);
 }
 
-/// Records per repetition: tens of milliseconds at each speed (a commit waits for an fsync
-/// with fsync=on), so the two runs of a pair see the same load.
+/// Records per repetition: a few tens of milliseconds at each speed, so the two runs of a pair
+/// see the same load, and at least 32 commits with fsync=on, where each waits for the disk and
+/// one slow flush would otherwise decide a repetition.
 constexpr std::int64_t records_per_repetition(server_id s, std::size_t batch) {
   if (batch == 1)
-    return s == server_id::fsync_on ? 32 : 512;
+    return s == server_id::fsync_on ? 128 : 512;
   if (batch == 64)
-    return s == server_id::fsync_on ? 512 : 4096;
-  return s == server_id::fsync_on ? 4096 : 16384;
+    return s == server_id::fsync_on ? 2048 : 4096;
+  return 16384;
 }
 
 struct config {
