@@ -9,8 +9,8 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <iterator>
 #include <optional>
-#include <ranges>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
