@@ -119,6 +119,11 @@ struct loop_traits final {
   /// Only a transactional unit that retries counts retries per failed record.
   static constexpr bool unit_retries = tx_unit && handling::retries > 0;
   static constexpr bool unit_dead_letters = tx_unit && handling::dead_letters;
+  /// AutoCommit's timer is consulted at every step boundary and, outside a sink transaction,
+  /// after every row. Inside one it waits for the transaction's boundary: the hazard is the same
+  /// (the position already moved past rows whose transaction has not committed), and a store on
+  /// a second connection to the same database could not commit under the transaction's lock.
+  static constexpr bool row_timer = auto_commit && !implicit_tx;
 };
 
 namespace surface {
@@ -213,11 +218,7 @@ class pipeline_impl {
   static constexpr bool faults_enabled = traits::faults_enabled;
   static constexpr bool prefix_commit = traits::prefix_commit;
   static constexpr bool per_record_handling = traits::per_record_handling;
-  // AutoCommit's timer is consulted at every step boundary and, outside a sink transaction,
-  // after every row. Inside one it waits for the transaction's boundary: the hazard is the same
-  // (the position already moved past rows whose transaction has not committed), and a store on
-  // a second connection to the same database could not commit under the transaction's lock.
-  static constexpr bool row_timer = auto_commit && !implicit_tx;
+  static constexpr bool row_timer = traits::row_timer;
 
   /// One record of a unit, as failure handling names it.
   struct record_ref {
