@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: BSL-1.0
 // commit_order/commit_order.hpp — the umbrella header: the vocabulary, the rules, the loop.
-// Adapters are included separately (commit_order/adapters/<name>.hpp), as is the thread pool
-// (commit_order/thread_pool.hpp), so that no translation unit pays for <thread> unasked.
+// Adapters are included separately (commit_order/adapters/<name>.hpp), as are the executor
+// path (commit_order/executor.hpp, which `with_executor` needs; it brings completion_tracker.hpp)
+// and the thread pool (commit_order/thread_pool.hpp), so that no translation unit pays for
+// locks, tasks and <thread> unasked.
 #pragma once
 
 #include "commit_order/capabilities.hpp"
-#include "commit_order/completion_tracker.hpp"
 #include "commit_order/concepts.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"

@@ -8,8 +8,8 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
-#include <ranges>
 #include <span>
 #include <utility>
 #include <vector>
@@ -23,13 +23,34 @@ namespace commit_order {
 template <class S>
 using batch_t = decltype(std::declval<S&>().poll(std::size_t{}));
 
+namespace detail {
+// std::ranges' range concepts, from <iterator> alone (which provides ranges::begin, end and size
+// and the iterator concepts): <ranges> adds the views and adaptors, which nothing here uses, to
+// every translation unit. Each is defined as the standard defines its namesake.
+template <class R>
+using iterator_of = decltype(std::ranges::begin(std::declval<R&>()));
+template <class R>
+concept range = requires(R& r) {
+  std::ranges::begin(r);
+  std::ranges::end(r);
+};
+template <class R>
+concept random_access_range = range<R> && std::random_access_iterator<iterator_of<R>>;
+template <class R>
+concept input_range = range<R> && std::input_iterator<iterator_of<R>>;
+template <class R>
+concept sized_range = range<R> && requires(R& r) {
+  std::ranges::size(r);
+};
+template <range R>
+using range_value_t = std::iter_value_t<iterator_of<R>>;
+
 // The parts of the concepts below are named concepts of their own: clang-format 14 mangles a
 // requires-expression joined to anything by && (`}\n&&std::...`), but not a conjunction of names.
-namespace detail {
 template <class S>
 concept source_calls = requires(S& s, const S& cs, position p, std::size_t n) {
   s.seek(p);
-  { s.poll(n) } -> std::ranges::random_access_range;
+  { s.poll(n) } -> detail::random_access_range;
   { cs.earliest() } -> std::same_as<position>;
   { cs.end() } -> std::same_as<position>;
 };
@@ -40,19 +61,19 @@ concept source_calls = requires(S& s, const S& cs, position p, std::size_t n) {
 /// `earliest()` is the position of the first retained record and `end()` the position just past the
 /// last one.
 template <class S>
-concept source = detail::source_calls<S> && std::ranges::sized_range<batch_t<S>> &&
-    record<std::ranges::range_value_t<batch_t<S>>>;
+concept source = detail::source_calls<S> && detail::sized_range<batch_t<S>> &&
+    record<detail::range_value_t<batch_t<S>>>;
 
 namespace detail {
 template <class S>
 concept partitioned_source_calls = requires(S& s, const S& cs, partition_id k, position p,
                                             std::size_t n) {
   s.seek(k, p);
-  { s.poll(n) } -> std::ranges::random_access_range;
+  { s.poll(n) } -> detail::random_access_range;
   { cs.earliest(k) } -> std::same_as<position>;
   { cs.end(k) } -> std::same_as<position>;
   { cs.partition_count() } -> std::convertible_to<std::size_t>;
-  { cs.assignment() } -> std::ranges::input_range;
+  { cs.assignment() } -> detail::input_range;
 };
 }  // namespace detail
 
@@ -63,9 +84,8 @@ concept partitioned_source_calls = requires(S& s, const S& cs, partition_id k, p
 /// number of partitions the stream has (owned or not). A single-partition `source` is the
 /// special case of one partition, 0, always owned.
 template <class S>
-concept partitioned_source =
-    detail::partitioned_source_calls<S> && std::ranges::sized_range<batch_t<S>> &&
-    partitioned_record<std::ranges::range_value_t<batch_t<S>>>;
+concept partitioned_source = detail::partitioned_source_calls<S> &&
+    detail::sized_range<batch_t<S>> && partitioned_record<detail::range_value_t<batch_t<S>>>;
 
 /// Either kind of source.
 template <class S>
@@ -73,7 +93,7 @@ concept any_source = source<S> || partitioned_source<S>;
 
 /// The record type of a source.
 template <any_source S>
-using source_record_t = std::ranges::range_value_t<batch_t<S>>;
+using source_record_t = detail::range_value_t<batch_t<S>>;
 
 /// Where a partition starts after an assignment: exactly `at`, never the source's own idea.
 struct start_at final {

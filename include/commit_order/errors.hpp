@@ -145,20 +145,23 @@ class fenced final : public error {
  private:
   [[gnu::cold, gnu::noinline]] static std::string describe(epoch mine, epoch current,
                                                            partition_id partition) {
-    std::string s = "commit_order: fenced: this consumer owns partition " +
-                    std::to_string(partition.value()) + " at epoch " + name(mine) +
-                    " but the position is owned at epoch " + name(current) +
-                    "; it lost the partition and must stop";
-    if (mine.era() == current.era() && mine.era() >= 0 && mine < current)
-      s += " (if the consumer group was deleted and recreated, its generation restarted: bump "
-           "the stream's era, see docs/adapters.md, never lower the stored epoch)";
-    return s;
+    // Built by join_message like every other message, not with operator+: each + instantiates
+    // and optimises another concatenation in every translation unit that can throw this.
+    const bool recreated = mine.era() == current.era() && mine.era() >= 0 && mine < current;
+    return detail::join_message(
+        {"commit_order: fenced: this consumer owns partition ", detail::decimal(partition.value()),
+         " at epoch ", name(mine), " but the position is owned at epoch ", name(current),
+         "; it lost the partition and must stop",
+         recreated ? " (if the consumer group was deleted and recreated, its generation "
+                     "restarted: bump the stream's era, see docs/adapters.md, never lower the "
+                     "stored epoch)"
+                   : ""});
   }
   [[gnu::cold, gnu::noinline]] static std::string name(epoch e) {
     if (e.era() == 0)
-      return std::to_string(e.value());
-    return std::to_string(e.value()) + " (era " + std::to_string(e.era()) + ", generation " +
-           std::to_string(e.generation()) + ")";
+      return detail::decimal(e.value());
+    return detail::join_message({detail::decimal(e.value()), " (era ", detail::decimal(e.era()),
+                                 ", generation ", detail::decimal(e.generation()), ")"});
   }
 
   epoch mine_;
@@ -296,7 +299,8 @@ class record_failed : public error {
   }
 
  private:
-  static std::string describe(offset failed, position committed, const std::string& reason) {
+  [[gnu::cold, gnu::noinline]] static std::string describe(offset failed, position committed,
+                                                           const std::string& reason) {
     if (committed.covers(failed)) {
       return detail::join_message(
           {"commit_order: record at offset ", detail::decimal(failed.value()), " failed: ", reason,

@@ -26,9 +26,11 @@ namespace detail {
 template <class Config>
 inline constexpr bool legal_v = std::is_same_v<verdict_of_t<Config>, rules::legal>;
 
+// A legal configuration with an executor whose support was not included stands on
+// rejected_pipeline too, so the constructor's message about the include is the only error.
 template <class Config>
-using pipeline_base_t =
-    std::conditional_t<legal_v<Config>, pipeline_impl<Config>, rejected_pipeline<Config>>;
+using pipeline_base_t = std::conditional_t<legal_v<Config> && executor_support_v<Config>,
+                                           pipeline_impl<Config>, rejected_pipeline<Config>>;
 
 // What the constructor was given, judged against what the configuration keeps by reference.
 template <class Config, class... Args>
@@ -230,6 +232,10 @@ class pipeline final
     using a = detail::arguments<config, Args&&...>;
     // One misuse, one message: only the first problem is reported, and none on top of a rule.
     if constexpr (!detail::legal_v<config>) {
+    } else if constexpr (!detail::executor_support_v<config>) {
+      static_assert(detail::executor_support_v<config>,
+                    "commit_order: with_executor needs #include <commit_order/executor.hpp> -- "
+                    "the executor path is kept out of synchronous pipelines' headers");
     } else if constexpr (!a::has_parts) {
       static_assert(a::has_parts,
                     "commit_order: construct a pipeline as pipeline(source, sink, parts...) -- "

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "commit_order/executor.hpp"  // what with_executor<thread_pool> needs
+
 namespace commit_order {
 
 /// Starts a worker thread: what thread_pool uses unless it is given another starter.

@@ -132,6 +132,10 @@ compile_fail_case(ctor_temporary_sink ctor
 compile_fail_case(ctor_temporary_store ctor
   "commit_order: the position store, dead-letter sink and executor must outlive the pipeline")
 
+# An executor without its header: the executor path is not in the umbrella (id "include").
+compile_fail_case(executor_header_missing include
+  "commit_order: with_executor needs #include <commit_order/executor.hpp>")
+
 # The stand-in for a rejected pipeline offers every member: only the rule's error (id
 # "surface": the case checks the stand-in, through R3's message).
 compile_fail_case(rejected_surface surface

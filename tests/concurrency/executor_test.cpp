@@ -9,6 +9,9 @@
 #include <string>
 #include <type_traits>
 
+#include <commit_order/adapters/memory/manual_executor.hpp>
+#include <commit_order/adapters/memory/synchronized.hpp>
+
 #include "support/flaky.hpp"
 #include "support/orders.hpp"
 

@@ -9,6 +9,9 @@
 #include <string_view>
 #include <type_traits>
 
+#include <commit_order/adapters/memory/manual_executor.hpp>
+#include <commit_order/adapters/memory/synchronized.hpp>
+
 #include "support/orders.hpp"
 
 namespace co = commit_order;

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <commit_order/adapters/memory/manual_executor.hpp>
+#include <commit_order/adapters/memory/synchronized.hpp>
+
 #include "support/orders.hpp"
 
 namespace co = commit_order;

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory.hpp — the testing kit: an in-memory log (one partition, or a
 // topic of several), table, position store and consumer group coordinator, for tests,
-// benchmarks and documentation.
+// benchmarks and documentation. Its concurrent parts are included on their own, like the thread
+// pool, so that a synchronous test does not pay for locks and tasks:
+// memory/manual_executor.hpp (with the executor path, commit_order/executor.hpp) and
+// memory/synchronized.hpp.
 #pragma once
 
 #include "commit_order/adapters/memory/dead_letters.hpp"
 #include "commit_order/adapters/memory/forwarding_sink.hpp"
 #include "commit_order/adapters/memory/group.hpp"
 #include "commit_order/adapters/memory/log.hpp"
-#include "commit_order/adapters/memory/manual_executor.hpp"
 #include "commit_order/adapters/memory/partitioned_log.hpp"
 #include "commit_order/adapters/memory/position_store.hpp"
-#include "commit_order/adapters/memory/synchronized.hpp"
 #include "commit_order/adapters/memory/table.hpp"

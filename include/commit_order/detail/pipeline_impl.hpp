@@ -9,9 +9,8 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
-#include <memory>
+#include <iterator>
 #include <optional>
-#include <ranges>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -20,7 +19,6 @@
 
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
-#include "commit_order/detail/async_writes.hpp"
 #include "commit_order/detail/position_access.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"
@@ -45,6 +43,28 @@ namespace commit_order::detail {
 
 /// An empty member for state a configuration does not need.
 struct nothing final {};
+
+/// The loop's part for writes handed to an executor: defined in detail/async_path.hpp, which
+/// commit_order/executor.hpp includes (as do thread_pool.hpp and the manual executor). Only a
+/// configuration with an executor names it as more than a declaration, so a synchronous
+/// pipeline never parses the threads, locks and tasks it needs.
+template <class Config>
+class async_path;
+
+/// True once async_path is defined in this translation unit (its header was included).
+template <class T>
+concept defined_type = requires {
+  sizeof(T);
+};
+/// A configuration without an executor needs no support (and never asks about async_path).
+template <class Config>
+inline constexpr bool executor_support_v = [] {
+  if constexpr (Config::has_executor) {
+    return defined_type<async_path<Config>>;
+  } else {
+    return true;
+  }
+}();
 
 /// What the loop derives from a configuration, in one place. Only instantiated for a
 /// configuration that passed every rule, so it may name whatever the rules guarantee.
@@ -99,6 +119,11 @@ struct loop_traits final {
   /// Only a transactional unit that retries counts retries per failed record.
   static constexpr bool unit_retries = tx_unit && handling::retries > 0;
   static constexpr bool unit_dead_letters = tx_unit && handling::dead_letters;
+  /// AutoCommit's timer is consulted at every step boundary and, outside a sink transaction,
+  /// after every row. Inside one it waits for the transaction's boundary: the hazard is the same
+  /// (the position already moved past rows whose transaction has not committed), and a store on
+  /// a second connection to the same database could not commit under the transaction's lock.
+  static constexpr bool row_timer = auto_commit && !implicit_tx;
 };
 
 namespace surface {
@@ -193,11 +218,7 @@ class pipeline_impl {
   static constexpr bool faults_enabled = traits::faults_enabled;
   static constexpr bool prefix_commit = traits::prefix_commit;
   static constexpr bool per_record_handling = traits::per_record_handling;
-  // AutoCommit's timer is consulted at every step boundary and, outside a sink transaction,
-  // after every row. Inside one it waits for the transaction's boundary: the hazard is the same
-  // (the position already moved past rows whose transaction has not committed), and a store on
-  // a second connection to the same database could not commit under the transaction's lock.
-  static constexpr bool row_timer = auto_commit && !implicit_tx;
+  static constexpr bool row_timer = traits::row_timer;
 
   /// One record of a unit, as failure handling names it.
   struct record_ref {
@@ -224,8 +245,6 @@ class pipeline_impl {
     bind_all(std::forward<Args>(args)...);
     validate(settings_);
     configured_limit_ = configured_limit(settings_);
-    if constexpr (async)
-      async_ = std::make_shared<async_writes<Event>>();
     if constexpr (group)
       listener_.self = this;
   }
@@ -248,11 +267,8 @@ class pipeline_impl {
   /// Returns the (first) partition's start position.
   /// Throws `position_lost`, `position_beyond_end`, `invariant_violation` or `fenced`.
   position recover() {
-    if constexpr (async) {
-      // Whatever an earlier run of this object handed out has finished or been abandoned.
-      wait_idle();
-      async_->clear();
-    }
+    if constexpr (async)
+      async_.restart();  // what an earlier run handed out has finished or been abandoned
     position first_start{};
     if constexpr (group) {
       // Partitions come with the assignment, inside poll: nothing of an earlier assignment is
@@ -512,7 +528,7 @@ class pipeline_impl {
         owner_ = owner;
     }
     if constexpr (async)
-      async_->reset(s.partition, s.at);
+      async_.reset(s.partition, s.at);
   }
 
   // ---- a group-managed source's assignment --------------------------------------------------
@@ -551,7 +567,7 @@ class pipeline_impl {
       if (e == nullptr)
         continue;
       if constexpr (tracked_commit) {
-        commit_completed(*e);
+        async_.commit_completed(*this, *e);
       } else if constexpr (facts.uses_position_store) {
         // Everything read of it has been handled: AutoCommit's timer may lag behind the read
         // position, and an orderly hand-over makes it durable (as Kafka's commit on revoke).
@@ -577,7 +593,7 @@ class pipeline_impl {
   void forget(partition_id k) {
     std::erase_if(parts_, [k](const partition_entry& e) { return e.id == k; });
     if constexpr (async)
-      async_->forget(k);
+      async_.forget(k);
   }
 
   // ---- per-partition bookkeeping ------------------------------------------------------------
@@ -939,138 +955,18 @@ class pipeline_impl {
     }
   }
 
-  // ---- writes handed to an executor ---------------------------------------------------------
+  // ---- writes handed to an executor (detail/async_path.hpp) ---------------------------------
 
-  // An executor that can run its queued tasks on request (the testing kit's manual executor)
-  // is driven while the pipeline waits; any other executor is waited for.
-  static constexpr bool drivable = requires(Executor & e) {
-    { e.drive() } -> std::convertible_to<bool>;
-  };
+  friend class async_path<Config>;
 
-  void wait_below(std::size_t n) {
-    if constexpr (drivable) {
-      while (async_->outstanding() >= n && executor_->drive()) {
-      }
-    } else {
-      async_->wait_below(n);
-    }
-  }
-  void wait_idle() { wait_below(1); }
-
+  void wait_idle() { async_.wait_idle(); }
   template <class E>
   void hand_out(partition_id k, offset o, const E& event) {
-    wait_below(settings_.max_in_flight);  // back-pressure: the poll waits for the workers
-    // The ticket registers the record; if the task never runs (the executor drops it, or
-    // cannot take it), the ticket's destructor reports the record as failed.
-    auto ticket = std::make_shared<async_ticket<Event>>(async_, k, o, Event(event));
-    executor_->execute([ticket, sink = sink_] {
-      ticket->ran = true;
-      std::exception_ptr error;
-      for (std::size_t attempt = 0;; ++attempt) {
-        try {
-          sink_apply<partitioned>(*sink, ticket->partition, ticket->at, Transform{}(ticket->event));
-          error = nullptr;
-          break;
-        } catch (const infrastructure_error&) {
-          error = std::current_exception();  // the world's failure: never retried as the record's
-          break;
-        } catch (...) {
-          error = std::current_exception();
-          if (attempt >= Handling::retries)
-            break;
-        }
-      }
-      // Reported outside the retry loop: bookkeeping never causes a second write.
-      if (error) {
-        ticket->state->failed(ticket->partition, ticket->at, ticket->event, std::move(error));
-      } else {
-        ticket->state->completed(ticket->partition, ticket->at);
-      }
-    });
+    async_.hand_out(sink_, settings_.max_in_flight, k, o, event);
   }
-
-  void commit_completed(partition_entry& e) {
-    const std::optional<position> done = async_->committable(e.id);
-    if (done && e.committed < *done) {
-      store_commit<partitioned>(*store_, e.id, *done);
-      e.committed = *done;
-      notify_unit_committed(*done);
-    }
-  }
-
-  void commit_all_completed() {
-    if constexpr (partitioned) {
-      for (partition_entry& e : parts_)
-        commit_completed(e);
-    } else {
-      const std::optional<position> done = async_->committable(partition_id{0});
-      if (done && committed_ < *done) {
-        store_commit<partitioned>(*store_, partition_id{0}, *done);
-        committed_ = *done;
-        notify_unit_committed(*done);
-      }
-    }
-  }
-
-  // Failed records reported by workers: dead-lettered here (the position may then pass them),
-  // or the pipeline stops once everything in flight has finished, naming the first failure.
-  void settle_failures() {
-    auto failures = async_->take_failures();
-    if (failures.empty())
-      return;
-    std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) {
-      return std::pair(a.partition, a.at) < std::pair(b.partition, b.at);
-    });
-    // A failure of the sink itself is nobody's record: it is not dead-lettered, and the position
-    // stays below it. Everything in flight finishes first, then it propagates as it is.
-    for (const auto& f : failures) {
-      if (is_infrastructure(f.error)) {
-        wait_idle();
-        if constexpr (tracked_commit)
-          commit_all_completed();
-        std::rethrow_exception(f.error);
-      }
-    }
-    if constexpr (Handling::dead_letters) {
-      for (auto& f : failures) {
-        put_dead_letter(record_ref{f.partition, f.at}, f.event, describe(f.error).c_str());
-        async_->settled(f.partition, f.at);
-      }
-    } else {
-      wait_idle();
-      if constexpr (tracked_commit)
-        commit_all_completed();
-      const auto& first = failures.front();
-      notify<events::record_failed>(first.at);
-      const position committed = committed_position(first.partition);
-      try {
-        std::rethrow_exception(first.error);
-      } catch (const std::exception& e) {
-        std::throw_with_nested(record_failed(first.at, committed, e.what(), first.partition));
-      } catch (...) {
-        std::throw_with_nested(
-            record_failed(first.at, committed, "a non-standard exception", first.partition));
-      }
-    }
-  }
-
-  // The source is drained: let everything in flight finish, then commit what completed.
-  void finish_in_flight() {
-    wait_idle();
-    settle_failures();
-    if constexpr (tracked_commit)
-      commit_all_completed();
-  }
-
-  static bool is_infrastructure(const std::exception_ptr& e) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const infrastructure_error&) {
-      return true;
-    } catch (...) {
-      return false;
-    }
-  }
+  void commit_all_completed() { async_.commit_all_completed(*this); }
+  void settle_failures() { async_.settle_failures(*this); }
+  void finish_in_flight() { async_.finish_in_flight(*this); }
 
   static std::string describe(const std::exception_ptr& e) {
     try {
@@ -1130,7 +1026,7 @@ class pipeline_impl {
     } else if constexpr (has_dead_letters && std::is_same_v<X, DeadLetters&>) {
       dead_letters_ = &x;
     } else if constexpr (async && std::is_same_v<X, Executor&>) {
-      executor_ = &x;
+      async_.bind(x);
     }
   }
 
@@ -1236,9 +1132,7 @@ class pipeline_impl {
   Sink* sink_ = nullptr;
   [[no_unique_address]] std::conditional_t<has_store, Store*, nothing> store_{};
   [[no_unique_address]] std::conditional_t<has_dead_letters, DeadLetters*, nothing> dead_letters_{};
-  [[no_unique_address]] std::conditional_t<async, Executor*, nothing> executor_{};
-  [[no_unique_address]] std::conditional_t<async, std::shared_ptr<async_writes<Event>>, nothing>
-      async_{};
+  [[no_unique_address]] std::conditional_t<async, async_path<Config>, nothing> async_{};
   settings settings_{};
   std::size_t configured_limit_ = 0;
   [[no_unique_address]] Transform transform_{};

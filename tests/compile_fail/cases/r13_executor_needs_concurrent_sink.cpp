@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // R13 -- writes handed to a thread pool, into a table that is not safe to call from several
 // threads. The twin wraps the table so it is, and declares Concurrent.
+#include <commit_order/adapters/memory/synchronized.hpp>
 #include <commit_order/commit_order.hpp>
 #include <commit_order/thread_pool.hpp>
 

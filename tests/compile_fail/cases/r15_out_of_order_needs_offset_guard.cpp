@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // R15 -- writes completing out of order into a keyed upsert without the offset guard: an older
 // event landing after a newer one would overwrite it. The twin's upsert is guarded.
+#include <commit_order/adapters/memory/synchronized.hpp>
 #include <commit_order/commit_order.hpp>
 #include <commit_order/thread_pool.hpp>
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
 // S11 -- something that cannot run tasks named as the executor. The twin names a thread pool.
+#include <commit_order/adapters/memory/synchronized.hpp>
 #include <commit_order/commit_order.hpp>
 #include <commit_order/thread_pool.hpp>
 

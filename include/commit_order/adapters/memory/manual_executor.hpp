@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "commit_order/executor.hpp"  // what with_executor<manual_executor> needs
+
 namespace commit_order::memory {
 
 class manual_executor final {
