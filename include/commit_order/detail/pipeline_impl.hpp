@@ -706,16 +706,24 @@ class pipeline_impl {
         retries_used{};
     if constexpr (traits::unit_dead_letters)
       skipped_.clear();
-    // The failure path finds the unit's first record from its end and this count, so the write
-    // loop does not keep `first` in a register beside its own iterator (a hand-written loop keeps
-    // no such copy, and the extra live value pushed a position to the stack).
-    unit_size_ = count;
+    // Where the write loop starts the unit, the failure path finds the unit's first record from
+    // its end and this count, so the loop does not keep `first` in a register beside its own
+    // iterator (a hand-written loop keeps no such copy, and the extra live value pushed the
+    // unit's end position to the stack). Where the position is committed first (AtMostOnce),
+    // registers run short at that commit, where `first` is needed anyway: the count would only
+    // cost a store (measured with callgrind, bench/overhead.cpp).
+    static constexpr bool first_from_count = !facts.may_lose();
+    if constexpr (first_from_count)
+      unit_size_ = count;
+    else
+      (void)count;
     for (;;) {
       try {
         run_unit(first, last, unit_end, unit_index, std::make_index_sequence<steps::size - 1>{});
         return;
       } catch (const std::exception& e) {
-        first = last - static_cast<std::ptrdiff_t>(unit_size_);
+        if constexpr (first_from_count)
+          first = last - static_cast<std::ptrdiff_t>(unit_size_);
         // Only a record's failure is handled here; a failing begin, commit or position store is
         // not the record's fault and propagates as it is (after the rollback in run_unit) --
         // unless the sink names the record whose row failed there (row_failed: a sink that
