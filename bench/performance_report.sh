@@ -98,7 +98,11 @@ ${instr_clang}
   the pipeline executes the same instructions per record as its hand-written twin, within a
   fraction of a percent, and the wall-clock ratios sit at 1.00 within noise; with clang++ 14
   it executes fewer than the twin (the compilers inline the sink's upsert differently into the
-  two loops: a sign of how much of any difference is code generation, not work).
+  two loops: a sign of how much of any difference is code generation, not work). Wall-clock
+  ratios at equal instruction counts still move by a few percent with code placement: a
+  rebuild that changed only AtMostOnce's code moved all three AtLeastOnce variants, twin and
+  raw sink included, between 10 and 27 ns per record (instructions identical to the last
+  digit), so callgrind decides where the wall clock and it disagree.
 - **AtMostOnce** writes to an append table whose write is a single \`push_back\` (about 2 ns),
   so the loop's own cost shows most there. At batch 64 and 512 the pipeline is within +0.3% of
   its twin with g++ 12: the gap an earlier version of this note explained (a landing pad in
