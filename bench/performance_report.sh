@@ -98,29 +98,36 @@ ${instr_clang}
   the pipeline executes the same instructions per record as its hand-written twin, within a
   fraction of a percent, and the wall-clock ratios sit at 1.00 within noise; with clang++ 14
   it executes fewer than the twin (the compilers inline the sink's upsert differently into the
-  two loops: a sign of how much of any difference is code generation, not work).
-- **AtMostOnce** writes to an append table whose write is a single \`push_back\` (about 2 ns).
-  With g++ 12 the pipeline's write loop spends a few more instructions per record than the
-  twin (the table above). The cause is not the record handler's use of the iterator: removing
-  that handler alone changes nothing. Any landing pad in the function — a \`catch\`, even
-  \`catch (...) { throw; }\` — gives the \`operator new\` that \`push_back\`'s growth path
-  inlines an exception edge, and g++ 12's basic-block vectorizer ends a region at such a call.
-  The record's fields, loaded once above the growth branch because both branches store them,
-  then lie outside the region that stores the 32-byte row: g++ still stores it with two 16-byte
-  moves, but builds them from four scalar loads, spilling three to the stack because they must
-  survive the call on the cold path, where the twin (whose function has no landing pad) uses
-  two 16-byte loads. With no handler in \`poll_once\`, with \`-fno-tree-slp-vectorize\`, or with
-  the table's growth moved out of line, the difference goes (measured for issue 13). With
-  clang++ 14 the same source gives the pipeline *fewer* instructions than the twin. On a sink
-  that does real I/O it is not measurable.
+  two loops: a sign of how much of any difference is code generation, not work). Wall-clock
+  ratios at equal instruction counts still move by a few percent with code placement: a
+  rebuild that changed only AtMostOnce's code moved all three AtLeastOnce variants, twin and
+  raw sink included, between 10 and 27 ns per record (instructions identical to the last
+  digit), so callgrind decides where the wall clock and it disagree.
+- **AtMostOnce** writes to an append table whose write is a single \`push_back\` (about 2 ns),
+  so the loop's own cost shows most there. At batch 64 and 512 the pipeline is within +0.3% of
+  its twin with g++ 12: the gap an earlier version of this note explained (a landing pad in
+  \`poll_once\` ended g++'s SLP-vectorizer region at the \`operator new\` of \`push_back\`'s growth
+  path) went when the table's growth moved out of line, and no longer applies. With clang++ 14
+  the pipeline executes fewer instructions than the twin.
 - **The raw sink is a floor only for one compiler at a time**: it runs the same sink writes
   without positions, but it is a different loop, and clang++ 14 inlines the sink's write into
   the pipeline's loop more aggressively than into either twin — so there the pipeline counts
   fewer instructions than the "floor". Compare rows within one compiler, and read the
   pipeline/handwritten column as the claim.
-- **Batch 1** pays the per-batch bookkeeping (recovery check, progress, the split decision,
-  the sink's run-time transaction limit): the batch-1 rows above show what it costs over the
-  twin, which also honours the sink's limit.
+- **Batch 1** pays the per-poll bookkeeping on every record. The hot path tests the sink's
+  run-time limit and the configured one with one \`or\` (the twin tests the run-time limit too),
+  the split loop is out of line, and the failure path finds a unit's first record from its end
+  and size, so AtLeastOnce and TransactionalPosition are within +2% with g++ 12. AtMostOnce
+  with g++ 12 is not: \`callgrind --dump-instr=yes\` counts 80 instructions per poll in
+  \`pipeline_case::step\` against the twin's 71. Twelve have no counterpart in the twin: the
+  recovery test (2), the source and store reached through pointers (2 loads), the read and
+  committed positions \`progress()\` reports (2 stores), the pipeline's address and the unit's
+  first record kept for the failure path (3), and the unit's end position spilled to the stack
+  (a store, 2 reloads) because seven values are live across the store's inlined \`std::map\`
+  update, whose cold path calls \`operator new\` (the twin spills two of its own there). Each is
+  behaviour the twin lacks (recovery after a failure, progress, failure handling), together 5%
+  of a record whose write is one \`push_back\`; with clang++ 14 the same source runs at -14% of
+  its twin, and at batch 64 the difference is +0.2%.
 DOC
 }
 

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@ struct deferring_sink {
   guarded_tx_table* table;
   std::map<co::offset, int> poison{};  // offset -> failures left (-1: for ever)
   bool misname = false;
+  std::optional<co::offset> name_instead{};  // names this record instead of the failing one
   std::vector<std::pair<co::offset, order_event>> pending{};
   int commits_failed = 0;
 
@@ -46,8 +48,9 @@ struct deferring_sink {
         try {
           throw std::runtime_error("constraint refused offset " + std::to_string(o.value()));
         } catch (...) {
-          std::throw_with_nested(co::row_failed(
-              co::partition_id{0}, misname ? co::offset{99999} : o, "constraint refused it"));
+          const co::offset named = misname ? co::offset{99999} : name_instead.value_or(o);
+          std::throw_with_nested(
+              co::row_failed(co::partition_id{0}, named, "constraint refused it"));
         }
       }
       table->apply(o, row);
@@ -139,4 +142,36 @@ TEST_CASE("a row_failed naming a record outside the unit is not the unit's to ha
   CHECK(dl.letters().empty());
   CHECK(table.size() == 0);
   CHECK_FALSE(table.load_position().has_value());
+}
+
+// A batch split at the transaction limit is several units; the failure path finds each unit's
+// records from the unit's end and size, so a name is judged against the unit that failed only.
+TEST_CASE("in a split batch, a row failing at commit is judged against its own unit") {
+  order_log log = make_log(50, 50);
+  guarded_tx_table table;
+  letters dl;
+  constexpr auto split = co::settings{.batch_size = 50, .max_transaction_rows = 20};
+  using pipeline_t =
+      co::pipeline<order_log, deferring_sink, co::TransactionalPosition<>,
+                   co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters>>;
+  SUBCASE("a record of the second unit is dead-lettered, the rest commits") {
+    deferring_sink sink{&table, {{co::offset{27}, -1}}};
+    pipeline_t p(log, sink, dl, split);
+    CHECK(p.poll_once() == 50);
+    REQUIRE(dl.letters().size() == 1);
+    CHECK(dl.letters()[0].source_offset == co::offset{27});
+    CHECK(table.size() == 49);
+    CHECK(table.load_position() == co::position{50});
+  }
+  SUBCASE("a name from the first, committed unit is not the second unit's to handle") {
+    // Fails once: handled as a record of this unit, it would be dead-lettered and the unit
+    // re-run to success.
+    deferring_sink sink{&table, {{co::offset{27}, 1}}};
+    sink.name_instead = co::offset{5};
+    pipeline_t p(log, sink, dl, split);
+    CHECK_THROWS_AS(p.poll_once(), co::row_failed);
+    CHECK(dl.letters().empty());
+    CHECK(table.size() == 20);  // the first unit, committed before the second failed
+    CHECK(table.load_position() == co::position{20});
+  }
 }

@@ -245,6 +245,9 @@ class pipeline_impl {
     bind_all(std::forward<Args>(args)...);
     validate(settings_);
     configured_limit_ = configured_limit(settings_);
+    // A batch never holds more than batch_size records: a configured limit at or above it can
+    // never split one.
+    split_above_ = configured_limit_ < settings_.batch_size ? configured_limit_ : 0;
     if constexpr (group)
       listener_.self = this;
   }
@@ -325,17 +328,10 @@ class pipeline_impl {
       }
       notify<events::polled>(n, batch_end);
       tick();
-      const std::size_t unit = unit_limit();
-      if (n <= unit) [[likely]] {
-        process_unit(first, last, batch_end);
+      if (may_split(n)) [[unlikely]] {
+        process_splits(first, n);
       } else {
-        for (std::size_t done = 0; done < n;) {
-          const std::size_t len = std::min(unit, n - done);
-          const auto unit_first = first + static_cast<std::ptrdiff_t>(done);
-          const auto unit_last = unit_first + static_cast<std::ptrdiff_t>(len);
-          process_unit(unit_first, unit_last, position::after(offset_of(*(unit_last - 1))));
-          done += len;
-        }
+        process_unit(first, last, n, batch_end);
       }
       return n;
     } catch (...) {
@@ -653,9 +649,37 @@ class pipeline_impl {
     return limit;
   }
 
+  // Whether a limit may split a batch of `n` records. The hot path asks only this; while
+  // neither the sink's run-time limit nor the configured one can split a batch it is one test
+  // (a hand-written loop's test of the run-time limit), and the split path decides exactly.
+  COMMIT_ORDER_INLINE bool may_split(std::size_t n) const {
+    if constexpr (std::is_same_v<typename Policy::trigger, EveryRecord>) {
+      return n > 1;
+    } else if constexpr (runtime_limited_sink<Sink>) {
+      (void)n;
+      return (sink_->max_transaction_rows() | split_above_) != 0;  // 0: no limit
+    } else {
+      return n > configured_limit_;
+    }
+  }
+
+  // A batch a limit may split, in units of the largest size allowed (one unit when none is
+  // exceeded). Out of line: its loop would otherwise hold registers across the common path.
+  template <class It>
+  [[gnu::noinline]] void process_splits(It first, std::size_t n) {
+    const std::size_t unit = unit_limit();
+    for (std::size_t done = 0; done < n;) {
+      const std::size_t len = std::min(unit, n - done);
+      const auto unit_first = first + static_cast<std::ptrdiff_t>(done);
+      const auto unit_last = unit_first + static_cast<std::ptrdiff_t>(len);
+      process_unit(unit_first, unit_last, len, position::after(offset_of(*(unit_last - 1))));
+      done += len;
+    }
+  }
+
   // The largest unit allowed now: the configured limit, or the sink's run-time one when it is
-  // lower. One comparison with the batch then decides whether to split.
-  COMMIT_ORDER_INLINE std::size_t unit_limit() const {
+  // lower.
+  std::size_t unit_limit() const {
     if constexpr (std::is_same_v<typename Policy::trigger, EveryRecord>) {
       return 1;
     } else if constexpr (runtime_limited_sink<Sink>) {
@@ -667,7 +691,7 @@ class pipeline_impl {
   }
 
   template <class It>
-  COMMIT_ORDER_INLINE void process_unit(It first, It last, position unit_end) {
+  COMMIT_ORDER_INLINE void process_unit(It first, It last, std::size_t count, position unit_end) {
     if constexpr (partitioned)
       mark_unit(first, last);
     // Only fault points need to number units; otherwise the counter does not exist.
@@ -682,11 +706,24 @@ class pipeline_impl {
         retries_used{};
     if constexpr (traits::unit_dead_letters)
       skipped_.clear();
+    // Where the write loop starts the unit, the failure path finds the unit's first record from
+    // its end and this count, so the loop does not keep `first` in a register beside its own
+    // iterator (a hand-written loop keeps no such copy, and the extra live value pushed the
+    // unit's end position to the stack). Where the position is committed first (AtMostOnce),
+    // registers run short at that commit, where `first` is needed anyway: the count would only
+    // cost a store (measured with callgrind, bench/overhead.cpp).
+    static constexpr bool first_from_count = !facts.may_lose();
+    if constexpr (first_from_count)
+      unit_size_ = count;
+    else
+      (void)count;
     for (;;) {
       try {
         run_unit(first, last, unit_end, unit_index, std::make_index_sequence<steps::size - 1>{});
         return;
       } catch (const std::exception& e) {
+        if constexpr (first_from_count)
+          first = last - static_cast<std::ptrdiff_t>(unit_size_);
         // Only a record's failure is handled here; a failing begin, commit or position store is
         // not the record's fault and propagates as it is (after the rollback in run_unit) --
         // unless the sink names the record whose row failed there (row_failed: a sink that
@@ -1135,6 +1172,7 @@ class pipeline_impl {
   [[no_unique_address]] std::conditional_t<async, async_path<Config>, nothing> async_{};
   settings settings_{};
   std::size_t configured_limit_ = 0;
+  std::size_t split_above_ = 0;  // configured_limit_ if it can split a batch, else 0
   [[no_unique_address]] Transform transform_{};
   [[no_unique_address]] observer_type observer_{};
   [[no_unique_address]] faults_type faults_{};
@@ -1157,6 +1195,7 @@ class pipeline_impl {
       unit_ends_{};
   [[no_unique_address]] std::conditional_t<group, listener, nothing> listener_{};
   std::optional<record_ref> failed_{};
+  std::size_t unit_size_ = 0;  // the records of the unit being processed (see process_unit)
   [[no_unique_address]] std::conditional_t<faults_enabled, std::size_t, nothing> units_started_{};
   bool recovered_ = false;
   bool tx_open_ = false;
