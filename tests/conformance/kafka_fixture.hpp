@@ -48,7 +48,6 @@
 #include "conformance/kit_event.hpp"
 
 namespace conformance {
-
 namespace co = commit_order;
 namespace kf = commit_order::kafka;
 
@@ -72,9 +71,11 @@ using kafka_partition_source = kf::partition_source<kit_event, kafka_source_poli
 ///
 /// Why: a Kafka poll returns what has been fetched by then. It comes back empty when nothing
 /// arrived within consumer_options::poll_wait (after a seek, or on a machine too loaded to
-/// fetch in time), and short when the rest of a fetch was not yet queued: measured on this
-/// mock, 8 records polled 2 at a time came as 1+2+2+2+1 in 6 runs of 300, as 2+2+2+2 in the
-/// others. The kit needs neither: its pipelines run until a poll comes back empty
+/// fetch in time), and short when the rest was not queued yet: measured on this mock, 8
+/// records polled 2 at a time came as 1+2+2+2+1 in 6 runs of 300, as 2+2+2+2 in the others
+/// (and librdkafka 2.0.2's mock answers a fetch with one message set, "FIXME: Multiple
+/// messageSets ?" in its Fetch handler, so a log produced in several requests comes a request
+/// per fetch). The kit needs neither: its pipelines run until a poll comes back empty
 /// (pipeline::run(), the contract of a source over a finite log), so an early empty poll would
 /// count the rest of the log as lost; and the crash matrix crashes each run at a fault point
 /// its counting run enumerated, which the next run reaches only if its units are the same.
@@ -119,7 +120,7 @@ class kafka_kit_source final {
       }
       // Not sought yet: the source starts at its first retained record.
       const co::position at = read_.value_or(kafka_.earliest());
-      const co::position end = kafka_.end();
+      const co::position end = fetched_end();
       if (at >= end)
         break;
       if (std::chrono::steady_clock::now() > deadline)
@@ -137,16 +138,30 @@ class kafka_kit_source final {
   [[nodiscard]] kafka_partition_source& kafka() noexcept { return kafka_; }
 
  private:
+  /// The end of the partition as the consumer's last fetch reported it (librdkafka keeps the
+  /// high watermark of every fetch response), else asked of the cluster. Not end(): a
+  /// ListOffsets request waits behind the consumer's long-polling fetch on the same connection
+  /// (~10-20 ms on this mock, at every run's last poll). The log does not grow during a
+  /// scenario, so the watermark of any fetch is its end.
+  [[nodiscard]] co::position fetched_end() const {
+    std::int64_t low = 0;
+    std::int64_t high = -1;
+    if (rd_kafka_get_watermark_offsets(kafka_.handle(), kafka_.topic().c_str(), 0, &low, &high) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR &&
+        high >= 0)
+      return co::position{high};
+    return kafka_.end();
+  }
+
   kafka_partition_source kafka_;
   std::optional<co::position> read_;
   std::vector<record_type> batch_;
   std::exception_ptr deferred_;
 };
 
-using kafka_kit_table =
-    co::memory::table<kit_event, kit_key,
-                      co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional,
-                                       co::Replicated>>;
+using kafka_kit_table = co::memory::table<
+    kit_event, kit_key,
+    co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Replicated>>;
 
 class kafka_fixture {
  public:
@@ -163,24 +178,13 @@ class kafka_fixture {
 
   static kit_event make_event(std::int64_t key, std::int64_t seq) { return kit_event{key, seq}; }
 
-  /// Produced to partition 0 in one request, and flushed: every record acknowledged by the
-  /// cluster. The mock appends to a partition in the order the messages arrive, from offset 0
-  /// on a new topic: event i sits at offset i.
-  ///
-  /// One request, so the log is one message set: librdkafka 2.0.2's mock answers a fetch with
-  /// the one message set holding the fetch offset ("FIXME: Multiple messageSets ?" in its Fetch
-  /// handler), where a broker sends up to fetch.max.bytes of them, so a log sent message by
-  /// message would take a fetch per record (measured: the first poll of 24 records sent one by
-  /// one returned 1-3 of them). A linger far longer than the sends keeps them in one request;
-  /// flush() sends it at once.
-  ///
-  /// Not read back here (two more round trips a scenario): the kit checks every record it
-  /// reads against the event of its offset, and a log of the wrong length shows as a record
-  /// never delivered or a row outside [0, n).
+  /// Produced to partition 0 and flushed: every record acknowledged by the cluster. The mock
+  /// appends to a partition in the order the messages arrive, from offset 0 on a new topic:
+  /// event i sits at offset i. Not read back here (two more round trips a scenario): the kit
+  /// checks every record it reads against the event of its offset, and a log of the wrong
+  /// length shows as a record never delivered or a row outside [0, n).
   void create_log(std::span<const kit_event> events) {
-    kf::properties config = cluster().client_config();
-    config.emplace("linger.ms", "60000");
-    kf::producer<kit_event> producer(config, name_);
+    kf::producer<kit_event> producer(cluster().client_config(), name_);
     for (const kit_event& e : events)
       producer.send(co::partition_id{0}, e);
     producer.flush();
