@@ -48,6 +48,7 @@
 #include "conformance/kit_event.hpp"
 
 namespace conformance {
+
 namespace co = commit_order;
 namespace kf = commit_order::kafka;
 
