@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/detail/table_description.hpp — what the SQL adapters' table
-// descriptions have in common (private: name these through sqlite:: or postgres::).
+// descriptions have in common. Not a public header: users name these through sqlite:: or
+// postgres::. The namespace is commit_order::adapters, not a detail one, so that a diagnostic
+// about a user's table names no detail:: type.
 //
 // The SQLite and PostgreSQL adapters describe a sink table the same way: a table_layout of
 // key_columns and value_columns of column<"name", &Event::member>. The parts that do not depend

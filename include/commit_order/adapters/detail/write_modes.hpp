@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/detail/write_modes.hpp — the write modes of the SQL adapters' table
-// sinks, and the capabilities each mode declares (private: name the modes through sqlite:: or
-// postgres::, e.g. `sqlite::table_sink<D, sqlite::upsert_mode>`).
+// sinks, and the capabilities each mode declares. Not a public header: users name the modes
+// through sqlite:: or postgres::, e.g. `sqlite::table_sink<D, sqlite::upsert_mode>`. The
+// namespace is commit_order::adapters, not a detail one, so that a diagnostic about a user's
+// sink names no detail:: type.
 //
 // The SQLite and PostgreSQL table sinks offer the same four modes with the same guarantees, so
 // the modes, and what a sink of each mode declares to the rules, are written once here: a
