@@ -15,7 +15,6 @@
 // case for every id (tests/compile_fail/cases.cmake).
 #pragma once
 
-#include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <optional>
@@ -24,6 +23,7 @@
 
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
+#include "commit_order/detail/chrono.hpp"
 #include "commit_order/faults.hpp"
 #include "commit_order/key.hpp"
 #include "commit_order/observer.hpp"

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <iterator>
@@ -19,6 +18,7 @@
 
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
+#include "commit_order/detail/chrono.hpp"
 #include "commit_order/detail/position_access.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"
