@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <exception>
-#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -19,6 +18,7 @@
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
 #include "commit_order/detail/chrono.hpp"
+#include "commit_order/detail/iterator.hpp"
 #include "commit_order/detail/position_access.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"
