@@ -128,18 +128,19 @@ ${instr_clang}
   pipeline/handwritten column as the claim.
 - **Batch 1** pays the per-poll bookkeeping on every record. The hot path tests the sink's
   run-time limit and the configured one with one \`or\` (the twin tests the run-time limit too),
-  the split loop is out of line, and the failure path finds a unit's first record from its end
-  and size, so AtLeastOnce and TransactionalPosition are within +2% with g++ 12. AtMostOnce
-  with g++ 12 is not: \`callgrind --dump-instr=yes\` counts 80 instructions per poll in
+  the split loop is out of line, the failure path finds a unit's first record from its end and
+  size where the write loop starts the unit, and the write loop tests its end after each row
+  only (a unit is never empty; the twin's range-for tests it before the first row too). With
+  g++ 12, \`callgrind --dump-instr=yes\` counts 74 instructions per poll in AtMostOnce's
   \`pipeline_case::step\` against the twin's 71. Twelve have no counterpart in the twin: the
-  recovery test (2), the source and store reached through pointers (2 loads), the read and
-  committed positions \`progress()\` reports (2 stores), the pipeline's address and the unit's
-  first record kept for the failure path (3), and the unit's end position spilled to the stack
-  (a store, 2 reloads) because seven values are live across the store's inlined \`std::map\`
-  update, whose cold path calls \`operator new\` (the twin spills two of its own there). Each is
-  behaviour the twin lacks (recovery after a failure, progress, failure handling), together 5%
-  of a record whose write is one \`push_back\`; with clang++ 14 the same source runs at -14% of
-  its twin, and at batch 64 the difference is +0.2%.
+  recovery test (2), the source, sink and store reached through pointers (3 loads), the read
+  and committed positions \`progress()\` reports (2 stores), the pipeline's address kept on the
+  stack for the cold paths (split loop, failure handling: 2), the unit's first record spilled
+  across the store's inlined \`std::map\` update for the failure path and reloaded for the write
+  loop (2), and the map's header spilled there (1), because that update's cold path calls
+  \`operator new\`. Each serves behaviour the twin lacks (recovery after a failure, progress,
+  failure handling); the twin spends nine the pipeline does not (its loop-entry test, register
+  moves and address computations around the same update).
 DOC
 }
 

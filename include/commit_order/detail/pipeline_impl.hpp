@@ -319,12 +319,14 @@ class pipeline_impl {
       }
       auto first = std::ranges::begin(batch);
       const auto last = first + static_cast<std::ptrdiff_t>(n);
+      // The batch's end is read through `last`, which the write loop needs anyway (indexing
+      // `first` would be a second address computation).
       position batch_end;
       if constexpr (partitioned) {
         note_read(first, last);
-        batch_end = position::after(offset_of(first[static_cast<std::ptrdiff_t>(n - 1)]));
+        batch_end = position::after(offset_of(*(last - 1)));
       } else {
-        read_ = batch_end = position::after(offset_of(first[static_cast<std::ptrdiff_t>(n - 1)]));
+        read_ = batch_end = position::after(offset_of(*(last - 1)));
       }
       notify<events::polled>(n, batch_end);
       tick();
@@ -939,7 +941,10 @@ class pipeline_impl {
       It it = first;
       try {
         std::size_t row = 0;
-        for (; it != last; ++it) {
+        // A unit is never empty (a poll of n > 0 records, or a split of at least one), so the
+        // end is tested after each row only: a test before the first would be a comparison the
+        // compiler cannot prove false, and one more use of `first` on the hot path.
+        do {
           if constexpr (traits::unit_dead_letters) {
             if (is_skipped(ref_of(*it)))
               continue;
@@ -960,7 +965,7 @@ class pipeline_impl {
           if constexpr (faults_enabled) {
             fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
           }
-        }
+        } while (++it != last);
       } catch (const infrastructure_error&) {
         throw;  // the world's failure, not the record's: no handling blames the record
       } catch (const std::exception&) {
