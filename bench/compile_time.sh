@@ -411,18 +411,18 @@ the last figure of each line above is one pipeline's share.
 
 Taken out of the headers for issue 9: \`<ostream>\` (offset.hpp includes \`<iosfwd>\`),
 \`<functional>\` (the executor concept checks a task archetype), \`<ranges>\` (the source
-concepts use ranges::begin, end and size and the iterator concepts of \`<iterator>\`),
-\`<chrono>\`'s calendar and I/O (\`commit_order/detail/chrono.hpp\`: the core names only
-\`milliseconds\` and \`steady_clock\`, which libstdc++ keeps in \`<bits/chrono.h>\`; C++20's
-\`<chrono>\` brings \`<sstream>\` and the locale machinery, about a third of the umbrella's cost;
-other standard libraries get \`<chrono>\`), the error messages' concatenations (one cold,
+concepts use only ranges::begin, end and size and the iterator concepts), and with libstdc++ 12
+the calendar and I/O of \`<chrono>\` and the stream iterators of \`<iterator>\`
+(\`commit_order/detail/chrono.hpp\` and \`detail/iterator.hpp\`: the core names only
+\`milliseconds\`, \`steady_clock\`, the range access objects and the iterator concepts, which
+libstdc++ 12 has in \`<bits/chrono.h>\` and \`<span>\`; the full headers bring \`<sstream>\`,
+\`<streambuf>\` and the locale machinery, about 40% of the umbrella's cost; other standard
+libraries, or \`COMMIT_ORDER_STANDARD_HEADERS_ONLY\`, get the standard headers), the error messages' concatenations (one cold,
 out-of-line function instead of one in every constructor of every TU), Boost.Hana's algorithms
 in the capability queries (plain pack expansions), and the executor path: \`with_executor\`'s
 machinery (\`detail/async_path.hpp\`, \`detail/async_writes.hpp\` with \`<mutex>\`,
 \`<condition_variable>\` and \`<memory>\`, \`completion_tracker.hpp\` with \`<deque>\`) is reached
-through \`commit_order/executor.hpp\`. In the testing kit, \`memory::table\` instantiates only the
-members its capabilities use, and its position rows and watermarks, which do not depend on the
-row type, are compiled once for every table type of a program. Of the pipelines TU, clang's
+through \`commit_order/executor.hpp\`. Of the pipelines TU, clang's
 \`-ftime-trace\` puts about 40% in code generation and optimisation: the loops, the tables'
 maps, and the recovery and error paths, which a hand-written consumer that never recovers
 does not have.

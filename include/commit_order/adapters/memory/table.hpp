@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdint>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -74,150 +73,6 @@ struct version_member<capabilities<Tags...>> {
       result = stored.*(of<Tag>::member) < incoming.*(of<Tag>::member);
   }
 };
-
-/// The place of a member a table's capabilities do not need.
-struct absent final {};
-
-/// A table's position rows: per partition the stored position and its owner epoch, what the
-/// open transaction staged for them, and what the owners of the stream share (its era and
-/// partition count). Nothing here depends on the row type, so every table type of a program
-/// shares this code (a template per table type would compile it once for each).
-class position_rows final {
- public:
-  [[nodiscard]] std::optional<position> stored(partition_id k) const noexcept {
-    const slot* found = find(k);
-    return found == nullptr ? std::nullopt : found->stored;
-  }
-  /// The committed owner of partition `k`'s row (epoch 0 before any claim).
-  [[nodiscard]] epoch owner(partition_id k) const noexcept {
-    const slot* found = find(k);
-    return found == nullptr ? epoch{0} : found->owner;
-  }
-  /// Inside the open transaction, the owner it staged wins over the committed one.
-  [[nodiscard]] epoch current_owner(partition_id k) const noexcept {
-    for (const staged_slot& s : staged_)
-      if (s.partition == k && s.owner)
-        return *s.owner;
-    return owner(k);
-  }
-  void stage_position(partition_id k, position p) { staged(k).stored = p; }
-  void stage_owner(partition_id k, epoch e) { staged(k).owner = e; }
-  void check_partition_count(std::size_t n) {
-    if (partition_count_ && *partition_count_ != n)
-      throw partition_count_changed(*partition_count_, n);
-    if (!partition_count_)
-      staged_partition_count_ = n;
-  }
-  void accept_partition_count() noexcept { partition_count_.reset(); }
-  [[nodiscard]] std::int64_t era() const noexcept { return era_; }
-  void bump_era() noexcept { ++era_; }
-
-  /// The open transaction commits: what it staged becomes the stored state.
-  void commit() {
-    for (const staged_slot& s : staged_) {
-      slot& target = committed_slot(s.partition);
-      if (s.stored)
-        target.stored = s.stored;
-      if (s.owner)
-        target.owner = *s.owner;
-    }
-    if (staged_partition_count_)
-      partition_count_ = staged_partition_count_;
-    discard();
-  }
-  /// The open transaction ends without committing (or a new one begins).
-  void discard() noexcept {
-    staged_.clear();
-    staged_partition_count_.reset();
-  }
-
- private:
-  struct slot {
-    partition_id partition;
-    std::optional<position> stored;
-    epoch owner{0};
-  };
-  struct staged_slot {
-    partition_id partition;
-    std::optional<position> stored;
-    std::optional<epoch> owner;
-  };
-
-  // A few partitions at most feed one table: a linear search beats a map.
-  const slot* find(partition_id k) const noexcept {
-    for (const slot& s : committed_)
-      if (s.partition == k)
-        return &s;
-    return nullptr;
-  }
-  slot& committed_slot(partition_id k) {
-    for (slot& s : committed_)
-      if (s.partition == k)
-        return s;
-    return committed_.emplace_back(slot{k, std::nullopt, epoch{0}});
-  }
-  staged_slot& staged(partition_id k) {
-    for (staged_slot& s : staged_)
-      if (s.partition == k)
-        return s;
-    return staged_.emplace_back(staged_slot{k, std::nullopt, std::nullopt});
-  }
-
-  std::vector<slot> committed_;  // one per partition ever stored
-  // Cleared, never freed, so a unit allocates nothing in the steady state.
-  std::vector<staged_slot> staged_;
-  std::optional<std::size_t> partition_count_;
-  std::optional<std::size_t> staged_partition_count_;
-  std::int64_t era_ = 0;
-};
-
-/// The highest source offset present per partition, and the values at the open transaction's
-/// first write, which a rollback restores. Independent of the row type, as position_rows.
-class watermark_rows final {
- public:
-  /// A row of partition `k` at offset `o` was written; `in_tx`: inside a transaction.
-  void raise(partition_id k, offset o, bool in_tx) {
-    if (in_tx && !saved_) {
-      at_begin_.assign(now_.begin(), now_.end());
-      saved_ = true;
-    }
-    std::optional<offset>& w = of(k);
-    if (!w || *w < o)
-      w = o;
-  }
-  [[nodiscard]] std::optional<offset> highest() const noexcept {
-    std::optional<offset> w;
-    for (const auto& [k, o] : now_)
-      if (o && (!w || *w < *o))
-        w = o;
-    return w;
-  }
-  [[nodiscard]] std::optional<offset> highest(partition_id k) const noexcept {
-    for (const auto& [id, o] : now_)
-      if (id == k)
-        return o;
-    return std::nullopt;
-  }
-  void keep() noexcept { saved_ = false; }
-  void restore() {
-    if (saved_)
-      now_.assign(at_begin_.begin(), at_begin_.end());
-    saved_ = false;
-  }
-
- private:
-  // With one partition, one comparison per row.
-  std::optional<offset>& of(partition_id k) {
-    for (auto& [id, o] : now_)
-      if (id == k)
-        return o;
-    return now_.emplace_back(k, std::nullopt).second;
-  }
-
-  std::vector<std::pair<partition_id, std::optional<offset>>> now_;
-  std::vector<std::pair<partition_id, std::optional<offset>>> at_begin_;
-  bool saved_ = false;
-};
 }  // namespace detail
 
 template <class Row, class Key = no_key, class Caps = capabilities<Volatile>>
@@ -270,11 +125,9 @@ class table final {
             return write_outcome::absorbed;
         }
       }
-      if constexpr (transactional) {
-        if (in_tx_) {
-          undo_.push_back(
-              undo_entry{key, it == keyed_.end() ? std::nullopt : std::optional{it->second}});
-        }
+      if (in_tx_) {
+        undo_.push_back(
+            undo_entry{key, it == keyed_.end() ? std::nullopt : std::optional{it->second}});
       }
       if (it == keyed_.end()) {
         keyed_.emplace(std::move(key), stored_row<Row>{row, source_offset, k});
@@ -289,7 +142,13 @@ class table final {
         grow();
       appended_.push_back(stored_row<Row>{row, source_offset, k});
     }
-    watermarks_.raise(k, source_offset, in_tx_);
+    if (in_tx_ && !watermarks_saved_) {
+      watermarks_at_begin_.assign(watermarks_.begin(), watermarks_.end());
+      watermarks_saved_ = true;
+    }
+    std::optional<offset>& w = watermark_of(k);
+    if (!w || *w < source_offset)
+      w = source_offset;
     return write_outcome::applied;
   }
 
@@ -299,23 +158,30 @@ class table final {
     if (in_tx_)
       throw std::logic_error("memory::table: begin() inside an open transaction");
     in_tx_ = true;
-    if constexpr (keyed) {
-      undo_.clear();
-    } else {
-      appended_at_begin_ = appended_.size();
-    }
-    watermarks_.keep();
-    positions_.discard();
+    undo_.clear();
+    appended_at_begin_ = appended_.size();
+    watermarks_saved_ = false;
+    staged_.clear();
+    staged_partition_count_.reset();
   }
 
   void commit() requires transactional {
     if (!in_tx_)
       throw std::logic_error("memory::table: commit() without begin()");
-    positions_.commit();
+    for (const staged_slot& s : staged_) {
+      const partition_id k = s.partition;
+      slot& target = position_slot(k);
+      if (s.stored)
+        target.stored = s.stored;
+      if (s.owner)
+        target.owner = *s.owner;
+    }
+    if (staged_partition_count_)
+      partition_count_ = staged_partition_count_;
+    staged_.clear();
     in_tx_ = false;
-    if constexpr (keyed)
-      undo_.clear();
-    watermarks_.keep();
+    undo_.clear();
+    watermarks_saved_ = false;
     ++commits_;
   }
 
@@ -330,48 +196,51 @@ class table final {
           keyed_.erase(it->k);
         }
       }
-      undo_.clear();
-    } else {
-      appended_.resize(appended_at_begin_);
     }
-    watermarks_.restore();
+    appended_.resize(appended_at_begin_);
+    if (watermarks_saved_)
+      watermarks_.assign(watermarks_at_begin_.begin(), watermarks_at_begin_.end());
+    watermarks_saved_ = false;
     in_tx_ = false;
-    positions_.discard();
+    undo_.clear();
+    staged_.clear();
+    staged_partition_count_.reset();
   }
 
   // ---- positions, per partition, inside the transaction ------------------------------------
 
   void store_position(partition_id k, position p) requires transactional {
     require_transaction("store_position()");
-    positions_.stage_position(k, p);
+    staged(k).stored = p;
   }
 
   [[nodiscard]] std::optional<position> load_position(partition_id k) const requires transactional {
-    return positions_.stored(k);
+    const slot* found = find_slot(k);
+    return found == nullptr ? std::nullopt : found->stored;
   }
 
   /// Fencing: raises partition `k`'s owner epoch to `e` (on commit) and returns its stored
   /// position, or throws `fenced` when a newer owner has claimed it.
   std::optional<position> claim(partition_id k, epoch e) requires transactional {
     require_transaction("claim()");
-    const epoch now = positions_.current_owner(k);
+    const epoch now = current_owner(k);
     if (e < now)
       throw fenced(e, now, k);
-    positions_.stage_owner(k, e);
+    staged(k).owner = e;
     return load_position(k);
   }
 
   /// Fencing without an epoch of one's own: raises partition `k`'s owner epoch by one.
   claimed claim_next(partition_id k) requires transactional {
     require_transaction("claim_next()");
-    const epoch e = positions_.current_owner(k).next();
-    positions_.stage_owner(k, e);
+    const epoch e = current_owner(k).next();
+    staged(k).owner = e;
     return claimed{e, load_position(k)};
   }
 
   /// Stages `p` only while `e` still owns partition `k`.
   void store_position(partition_id k, position p, epoch e) requires transactional {
-    const epoch now = positions_.current_owner(k);
+    const epoch now = current_owner(k);
     if (e != now)
       throw fenced(e, now, k);
     store_position(k, p);
@@ -392,25 +261,29 @@ class table final {
 
   /// The epoch that owns partition `k`'s position row now (committed).
   [[nodiscard]] epoch owner(partition_id k = partition_id{0}) const noexcept {
-    return positions_.owner(k);
+    const slot* found = find_slot(k);
+    return found == nullptr ? epoch{0} : found->owner;
   }
 
   // ---- what the owners of a stream share ---------------------------------------------------
 
   /// The stream's era (see epoch::of): raised only by `bump_era`, an operator's explicit act
   /// when a consumer group was deleted and recreated and its generations restarted.
-  [[nodiscard]] std::int64_t era() const noexcept { return positions_.era(); }
-  void bump_era() noexcept { positions_.bump_era(); }
+  [[nodiscard]] std::int64_t era() const noexcept { return era_; }
+  void bump_era() noexcept { ++era_; }
 
   /// Records the stream's partition count at the first claim; a different count later is
   /// `partition_count_changed` (keys may have moved between partitions).
   void check_partition_count(std::size_t n) requires transactional {
     require_transaction("check_partition_count()");
-    positions_.check_partition_count(n);
+    if (partition_count_ && *partition_count_ != n)
+      throw partition_count_changed(*partition_count_, n);
+    if (!partition_count_)
+      staged_partition_count_ = n;
   }
   /// The operator's acknowledgement of a repartitioned stream (after draining the old
   /// partitions): the next claim records the count it sees.
-  void accept_partition_count() noexcept { positions_.accept_partition_count(); }
+  void accept_partition_count() noexcept { partition_count_.reset(); }
 
   /// A run-time transaction limit, as a server setting would impose (0: none).
   [[nodiscard]] std::size_t max_transaction_rows() const noexcept { return runtime_max_rows_; }
@@ -448,11 +321,18 @@ class table final {
   /// The applied watermark: the highest source offset present in the table (of any
   /// partition: meaningful for a table fed by one partition).
   [[nodiscard]] std::optional<offset> applied_watermark() const noexcept {
-    return watermarks_.highest();
+    std::optional<offset> w;
+    for (const auto& [k, o] : watermarks_)
+      if (o && (!w || *w < *o))
+        w = o;
+    return w;
   }
   /// The highest source offset of partition `k` present in the table.
   [[nodiscard]] std::optional<offset> applied_watermark(partition_id k) const noexcept {
-    return watermarks_.highest(k);
+    for (const auto& [id, o] : watermarks_)
+      if (id == k)
+        return o;
+    return std::nullopt;
   }
 
   /// Committed transactions so far.
@@ -463,9 +343,56 @@ class table final {
     key_value k;
     std::optional<stored_row<Row>> previous;
   };
+  struct slot {
+    partition_id partition;
+    std::optional<commit_order::position> stored;
+    epoch owner{0};
+  };
+  struct staged_slot {
+    partition_id partition;
+    std::optional<commit_order::position> stored;
+    std::optional<epoch> owner;
+  };
 
   [[gnu::noinline, gnu::cold]] void grow() {
     appended_.reserve(std::max<std::size_t>(16, appended_.capacity() * 2));
+  }
+
+  // A few partitions at most feed one table: a linear search beats a map, and with one
+  // partition it is one comparison per row.
+  std::optional<offset>& watermark_of(partition_id k) {
+    for (auto& [id, o] : watermarks_)
+      if (id == k)
+        return o;
+    return watermarks_.emplace_back(k, std::nullopt).second;
+  }
+
+  const slot* find_slot(partition_id k) const noexcept {
+    for (const slot& s : positions_)
+      if (s.partition == k)
+        return &s;
+    return nullptr;
+  }
+  slot& position_slot(partition_id k) {
+    for (slot& s : positions_)
+      if (s.partition == k)
+        return s;
+    return positions_.emplace_back(slot{k, std::nullopt, epoch{0}});
+  }
+
+  staged_slot& staged(partition_id k) {
+    for (staged_slot& s : staged_)
+      if (s.partition == k)
+        return s;
+    return staged_.emplace_back(staged_slot{k, std::nullopt, std::nullopt});
+  }
+
+  // Inside the open transaction, the owner it staged wins over the committed one.
+  epoch current_owner(partition_id k) const {
+    for (const staged_slot& s : staged_)
+      if (s.partition == k && s.owner)
+        return *s.owner;
+    return owner(k);
   }
 
   void require_transaction(const char* what) const {
@@ -473,17 +400,19 @@ class table final {
       throw std::logic_error(std::string("memory::table: ") + what + " outside a transaction");
   }
 
-  // Only the members its capabilities use: a keyed table has no append buffer, an append
-  // table no map, a table without transactions no undo log.
-  using keyed_rows = std::map<key_value, stored_row<Row>>;
-  using appended_rows = std::vector<stored_row<Row>>;
-  [[no_unique_address]] std::conditional_t<keyed, keyed_rows, detail::absent> keyed_;
-  [[no_unique_address]] std::conditional_t<keyed, detail::absent, appended_rows> appended_;
-  [[no_unique_address]] std::conditional_t<keyed && transactional, std::vector<undo_entry>,
-                                           detail::absent>
-      undo_;
-  detail::watermark_rows watermarks_;
-  detail::position_rows positions_;
+  std::map<key_value, stored_row<Row>> keyed_;
+  std::vector<stored_row<Row>> appended_;
+  std::vector<undo_entry> undo_;
+  std::vector<std::pair<partition_id, std::optional<offset>>> watermarks_;
+  std::vector<std::pair<partition_id, std::optional<offset>>> watermarks_at_begin_;
+  bool watermarks_saved_ = false;
+  std::vector<slot> positions_;  // one per partition ever stored (a few: a linear search)
+  // What the open transaction staged, per partition (a vector: cleared, never freed, so a unit
+  // allocates nothing in the steady state).
+  std::vector<staged_slot> staged_;
+  std::optional<std::size_t> partition_count_;
+  std::optional<std::size_t> staged_partition_count_;
+  std::int64_t era_ = 0;
   std::size_t runtime_max_rows_ = 0;
   std::size_t appended_at_begin_ = 0;
   std::size_t commits_ = 0;
