@@ -17,6 +17,7 @@
 # has them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 what=${1:-all}
 [[ $what =~ ^(all|memory|sqlite|kafka|postgres)$ ]] || {
   echo "usage: bench/performance_report.sh [all|memory|sqlite|kafka|postgres]" >&2
@@ -55,12 +56,18 @@ instr_clang=$(bench/callgrind_report.sh "$clang_bench")
 # more alignments and run like the first; a ratio that holds across layouts is the code's, one
 # that flips with them is placement.
 layout_flags=("-falign-loops=32" "-falign-functions=64 -falign-loops=64")
-layout_table() {  # compiler, the default layout's wall-clock table -> markdown table
-  local compiler=$1 flags i
+command -v jq >/dev/null || { echo "performance_report: needs jq (apt-get install jq)" >&2; exit 1; }
+layout_table() {  # build dir, the default layout's wall-clock table -> markdown table
+  local dir=$1 flags i compile compiler
   local tables=("$2")
+  # The build's own compile command for the benchmark (the preset exports it), so that a layout
+  # differs from the measured binary in its alignment flags and nothing else.
+  compile=$(jq -r '.[] | select(.file | endswith("/bench/overhead.cpp")) | .command' \
+    "$dir/compile_commands.json" | sed -E 's/ -o [^ ]+ -c [^ ]+$//')
+  compiler=${compile%% *}
   for flags in "${layout_flags[@]}"; do
-    "$compiler" -std=c++20 -O3 -DNDEBUG -Iinclude -Itests $flags bench/overhead.cpp \
-      -o "$tmp/overhead_layout" -lbenchmark -lpthread
+    (cd "$dir" && $compile $flags -c "$root/bench/overhead.cpp" -o "$tmp/overhead_layout.o")
+    "$compiler" "$tmp/overhead_layout.o" -o "$tmp/overhead_layout" -lbenchmark -lpthread
     tables+=("$("$tmp/overhead_layout" --benchmark_repetitions="$reps" --benchmark_min_time=0.2 \
       --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
       --benchmark_color=false 2>/dev/null | sed -n '/^case (median ns\/record)/,$p')")
@@ -85,10 +92,11 @@ layout_table() {  # compiler, the default layout's wall-clock table -> markdown 
     cat
   }
 }
-layout=$(layout_table g++ "$wall")
-layout_clang=$(layout_table clang++ "$wall_clang")
-# Rows whose layout median misses its target, each with the instruction ratio callgrind counted
-# for it and whether every layout misses (the code's) or only some (placement); and the widest
+layout=$(layout_table build/bench "$wall")
+layout_clang=$(layout_table build/bench-clang "$wall_clang")
+# Rows whose layout median misses its target, one a line, each with the instruction ratio
+# callgrind counted for it and whether every layout misses (the code's) or only some
+# (placement); and the widest
 # spread of one row across the three layouts.
 missed_rows() {  # layout table, callgrind table, compiler name
   awk -F'|' -v who="$3" '
@@ -97,7 +105,7 @@ missed_rows() {  # layout table, callgrind table, compiler name
       c = $2; gsub(/ /, "", c); m = $6; gsub(/ /, "", m)
       limit = c ~ /batch:1$/ ? 1.05 : 1.02
       every = ($3 + 0 > limit && $4 + 0 > limit && $5 + 0 > limit)
-      printf "%s%s %s at %s (instructions %s; %s)", (n++ ? "; " : ""), who, c, m, d[c],
+      printf "%s %s at %s (instructions %s; %s)\n", who, c, m, d[c],
         every ? "every layout misses" : "some layouts meet it"
     }' <(printf '%s\n' "$2") <(printf '%s\n' "$1")
 }
@@ -108,8 +116,8 @@ spread() {  # layout table -> largest max - min of one row, in percentage points
 }
 wall_reading_of() {  # g++ layout table, g++ callgrind, clang layout table, clang callgrind
   local all spreads
-  all=$(printf '%s\n%s\n' "$(missed_rows "$1" "$2" "g++ 12")" \
-    "$(missed_rows "$3" "$4" "clang++ 14")" | sed '/^$/d' | paste -sd';' - | sed 's/;/; /g')
+  all=$({ missed_rows "$1" "$2" "g++ 12"; missed_rows "$3" "$4" "clang++ 14"; } |
+    awk '{ printf "%s%s", (NR > 1 ? "; " : ""), $0 }')
   spreads="One source's three layouts spread a row by up to $(spread "$1") points (g++ 12) and \
 $(spread "$3") (clang++ 14), and runs of one binary move a few percent, at 10–40 ns per record"
   if [[ -z $all ]]; then
@@ -125,7 +133,7 @@ time on the critical path of a 15–20 ns poll than its few instructions count. 
 target is not met in this run."
   fi
 }
-wall_reading=$(wall_reading_of "$layout" "$instr" "$layout_clang" "$instr_clang" | tr -s " ")
+wall_reading=$(wall_reading_of "$layout" "$instr" "$layout_clang" "$instr_clang")
 machine="$(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1)"
 compiler=$(g++ --version | head -n1)
 
