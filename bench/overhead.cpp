@@ -4,6 +4,13 @@
 // one run. A pipeline case is named `pipeline/<Policy>/batch:<B>`; its twin differs only by the
 // word: `handwritten/<Policy>/batch:<B>` (and `raw_sink/...` for the floor).
 //
+// Two builds of the same cases (bench/CMakeLists.txt):
+//   overhead_bench        every loop in this one translation unit, beside the harness;
+//   overhead_split_bench  each variant's loop in a translation unit of its own
+//                         (COMMIT_ORDER_OVERHEAD_SPLIT), with a fourth variant,
+//                         `handwritten_ref/...`: the twin reaching its parts through pointers.
+// overhead_loops.hpp says why both: g++'s inliner decides per translation unit.
+//
 //   overhead_bench [benchmark flags]     run, then print the ratio table of medians
 //   overhead_bench --verify              check each pipeline and its twin leave the same state
 //   overhead_bench --count V P B N       run variant V of policy P at batch B for N records
@@ -19,10 +26,19 @@
 #include <vector>
 
 #include "overhead_cases.hpp"
+#if !defined(COMMIT_ORDER_OVERHEAD_SPLIT)
+#include "overhead_loops.hpp"  // the loops, instantiated here, in this translation unit
+#endif
 
 namespace {
 
 using namespace overhead;
+
+#if defined(COMMIT_ORDER_OVERHEAD_SPLIT)
+constexpr bool split_build = true;
+#else
+constexpr bool split_build = false;
+#endif
 
 template <template <class> class Case, class Policy>
 void run_case(benchmark::State& state, std::size_t batch) {
@@ -54,6 +70,11 @@ void register_policy() {
     benchmark::RegisterBenchmark(("handwritten" + suffix).c_str(), [batch](benchmark::State& s) {
       run_case<handwritten_case, Policy>(s, batch);
     });
+    if constexpr (split_build) {
+      benchmark::RegisterBenchmark(
+          ("handwritten_ref" + suffix).c_str(),
+          [batch](benchmark::State& s) { run_case<handwritten_ref_case, Policy>(s, batch); });
+    }
     benchmark::RegisterBenchmark(("raw_sink" + suffix).c_str(), [batch](benchmark::State& s) {
       run_case<raw_sink_case, Policy>(s, batch);
     });
@@ -83,8 +104,13 @@ class ratio_reporter final : public benchmark::ConsoleReporter {
 
   void Finalize() override {
     ConsoleReporter::Finalize();
-    std::printf("\n%-36s %12s %12s %12s %10s %10s  %s\n", "case (median ns/record)", "pipeline",
-                "handwritten", "raw_sink", "pipe/hand", "pipe/raw", "target");
+    // The split build adds the referenced twin's two columns before the target (the report
+    // scripts read the first six).
+    std::printf("\n%-36s %12s %12s %12s %10s %10s", "case (median ns/record)", "pipeline",
+                "handwritten", "raw_sink", "pipe/hand", "pipe/raw");
+    if (split_build)
+      std::printf(" %12s %10s", "hand_ref", "pipe/ref");
+    std::printf("  %s\n", "target");
     for (const auto& [name, v] : table_) {
       const double p = value(v, "pipeline"), h = value(v, "handwritten"), s = value(v, "raw_sink");
       // The targets: at most 1.05x the hand-written loop at batch 1, 1.02x at batch 512.
@@ -93,8 +119,12 @@ class ratio_reporter final : public benchmark::ConsoleReporter {
         target = p / h <= 1.05 ? "<= 1.05: met" : "<= 1.05: MISSED";
       if (name.ends_with("batch:512"))
         target = p / h <= 1.02 ? "<= 1.02: met" : "<= 1.02: MISSED";
-      std::printf("%-36s %12.2f %12.2f %12.2f %10.3f %10.3f  %s\n", name.c_str(), p, h, s, p / h,
-                  p / s, target);
+      std::printf("%-36s %12.2f %12.2f %12.2f %10.3f %10.3f", name.c_str(), p, h, s, p / h, p / s);
+      if (split_build) {
+        const double r = value(v, "handwritten_ref");
+        std::printf(" %12.2f %10.3f", r, p / r);
+      }
+      std::printf("  %s\n", target);
     }
   }
 
@@ -129,6 +159,22 @@ bool verify_policy() {
     std::printf("%-22s batch %-4zu rows %s, position %s\n", policy_traits<Policy>::name, batch,
                 same_rows ? "same" : "DIFFERENT", same_position ? "same" : "DIFFERENT");
     ok = ok && same_rows && same_position && p.f.table.size() != 0;
+    if constexpr (split_build) {
+      // The referenced twin is the owned one reaching its parts through pointers: same work.
+      handwritten_ref_case<Policy> r(batch);
+      while (r.step() != 0) {
+      }
+      bool ref_same = snapshot(r.f.table) == snapshot(h.f.table);
+      if constexpr (std::is_same_v<Policy, co::TransactionalPosition<>>) {
+        ref_same = ref_same && r.f.table.load_position() == h.f.table.load_position();
+      } else {
+        ref_same =
+            ref_same && r.f.st.load() == h.f.st.load() && r.f.st.commits() == h.f.st.commits();
+      }
+      std::printf("%-22s batch %-4zu the referenced twin: %s\n", policy_traits<Policy>::name, batch,
+                  ref_same ? "same" : "DIFFERENT");
+      ok = ok && ref_same;
+    }
   }
   return ok;
 }
@@ -156,6 +202,10 @@ int count_variant(const std::string& variant, std::size_t batch, std::size_t rec
     return count<pipeline_case, Policy>(batch, records);
   if (variant == "handwritten")
     return count<handwritten_case, Policy>(batch, records);
+  if constexpr (split_build) {
+    if (variant == "handwritten_ref")
+      return count<handwritten_ref_case, Policy>(batch, records);
+  }
   if (variant == "raw_sink")
     return count<raw_sink_case, Policy>(batch, records);
   std::fprintf(stderr, "unknown variant %s\n", variant.c_str());

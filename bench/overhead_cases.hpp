@@ -63,7 +63,10 @@ struct policy_traits<co::TransactionalPosition<>> {
   static constexpr const char* name = "TransactionalPosition";
 };
 
-/// State shared by the three variants: one log, one table, one store.
+/// An empty member.
+struct none {};
+
+/// State shared by the variants: one log, one table, one store.
 template <class Policy>
 struct fixture {
   using table_t = typename policy_traits<Policy>::table;
@@ -101,18 +104,61 @@ struct pipeline_case {
     }
     p->recover();
   }
-  /// One batch; returns the records handled (0 at the end of the round).
-  [[gnu::noinline]] std::size_t step() { return p->poll_once(); }
+  /// One batch; returns the records handled (0 at the end of the round). Defined in
+  /// overhead_loops.hpp (see there).
+  [[gnu::noinline]] std::size_t step();
 };
 
+/// How a hand-written loop reaches its parts: as members of its own object (`owned`, the twin
+/// the targets are read against), or through pointers to parts that live elsewhere
+/// (`referenced`), as `pipeline` does and as any consumer class that does not own its log, table
+/// and store must.
+enum class parts { owned, referenced };
+
 /// The hand-written twin: the same steps in the same order, no library.
-template <class Policy>
-struct handwritten_case {
+template <class Policy, parts Access>
+struct handwritten_loop {
+  using table_t = typename policy_traits<Policy>::table;
   fixture<Policy> f;
   std::size_t batch;
   co::epoch owner{};  // TransactionalPosition: the epoch this consumer claimed
+  struct pointers {
+    order_log* log;
+    table_t* table;
+    store* st;
+  };
+  // The referenced twin's pointers to the fixture's parts, read from memory on every use like
+  // the pipeline's; the owned twin has none.
+  [[no_unique_address]] std::conditional_t<Access == parts::referenced, pointers, overhead::none>
+      refs;
 
-  explicit handwritten_case(std::size_t b) : batch(b) { reset(); }
+  explicit handwritten_loop(std::size_t b) : batch(b) {
+    if constexpr (Access == parts::referenced)
+      refs = pointers{&f.log, &f.table, &f.st};
+    reset();
+  }
+  order_log& log() {
+    if constexpr (Access == parts::owned) {
+      return f.log;
+    } else {
+      return *refs.log;
+    }
+  }
+  table_t& table() {
+    if constexpr (Access == parts::owned) {
+      return f.table;
+    } else {
+      return *refs.table;
+    }
+  }
+  store& st() {
+    if constexpr (Access == parts::owned) {
+      return f.st;
+    } else {
+      return *refs.st;
+    }
+  }
+
   void reset() {
     f.reset();
     // Recovery, as a careful engineer writes it: load, check, seek.
@@ -120,60 +166,31 @@ struct handwritten_case {
     if constexpr (std::is_same_v<Policy, co::TransactionalPosition<>>) {
       // Two consumers of one table must not both write: claim the position row for an epoch
       // above its owner's (the pipeline's default when no owner epoch is configured).
-      f.table.begin();
-      const co::claimed c = f.table.claim_next();
+      table().begin();
+      const co::claimed c = table().claim_next();
       owner = c.owner;
       stored = c.stored;
-      f.table.commit();
+      table().commit();
     } else {
-      stored = f.st.load();
+      stored = st().load();
     }
-    const co::position start = stored.value_or(f.log.earliest());
-    if (start < f.log.earliest())
-      throw co::position_lost(start, f.log.earliest());
-    f.log.seek(start);
+    const co::position start = stored.value_or(log().earliest());
+    if (start < log().earliest())
+      throw co::position_lost(start, log().earliest());
+    log().seek(start);
   }
-  [[gnu::noinline]] std::size_t step() {
-    const auto all = f.log.poll(batch);
-    if (all.empty())
-      return 0;
-    // A careful loop honours the sink's transaction limit too: split, one position per split.
-    const std::size_t limit = f.table.max_transaction_rows();
-    if (limit != 0 && limit < all.size()) {
-      for (std::size_t done = 0; done < all.size(); done += limit) {
-        unit(all.subspan(done, std::min(limit, all.size() - done)));
-      }
-    } else {
-      unit(all);
-    }
-    return all.size();
-  }
-
+  [[gnu::noinline]] std::size_t step();  // overhead_loops.hpp
+  /// The steps of one unit of work (a batch, or one split of it).
   template <class Records>
-  void unit(Records records) {
-    const co::position end = co::position::after(records.back().source_offset);
-    if constexpr (std::is_same_v<Policy, co::AtMostOnce<>>) {
-      f.st.commit(end);
-      for (const auto& r : records)
-        f.table.apply(r.source_offset, r.event);
-    } else if constexpr (std::is_same_v<Policy, co::AtLeastOnce<>>) {
-      for (const auto& r : records)
-        f.table.apply(r.source_offset, r.event);
-      f.st.commit(end);
-    } else {
-      f.table.begin();
-      try {
-        for (const auto& r : records)
-          f.table.apply(r.source_offset, r.event);
-        f.table.store_position(end, owner);
-        f.table.commit();
-      } catch (...) {
-        f.table.rollback();
-        throw;
-      }
-    }
-  }
+  void unit(Records records);
 };
+
+/// The twin the targets are read against, its parts its own members.
+template <class Policy>
+using handwritten_case = handwritten_loop<Policy, parts::owned>;
+/// The twin reaching its parts through pointers (see `parts`).
+template <class Policy>
+using handwritten_ref_case = handwritten_loop<Policy, parts::referenced>;
 
 /// The floor: the sink's writes alone, over the same records in the same batches, with no
 /// position work at all. Not a correct consumer — the limit nothing can go below.
@@ -184,12 +201,7 @@ struct raw_sink_case {
 
   explicit raw_sink_case(std::size_t b) : batch(b) { reset(); }
   void reset() { f.reset(); }
-  [[gnu::noinline]] std::size_t step() {
-    const auto records = f.log.poll(batch);
-    for (const auto& r : records)
-      f.table.apply(r.source_offset, r.event);
-    return records.size();
-  }
+  [[gnu::noinline]] std::size_t step();  // overhead_loops.hpp
 };
 
 /// The table's content in its own order, to check that a pipeline and its twin did the same work.

@@ -49,6 +49,15 @@ wall_clang=$("$clang_bench" --benchmark_repetitions="$reps" --benchmark_min_time
   --benchmark_color=false 2>/dev/null | sed -n '/^case (median ns\/record)/,$p')
 instr=$(bench/callgrind_report.sh "$bench")
 instr_clang=$(bench/callgrind_report.sh "$clang_bench")
+# The same cases with each loop in a translation unit of its own, and the referenced twin.
+split_bench=build/bench/bench/overhead_split_bench
+clang_split_bench=build/bench-clang/bench/overhead_split_bench
+[[ -x $split_bench && -x $clang_split_bench ]] || {
+  echo "performance_report: build overhead_split_bench in both bench presets" >&2
+  exit 1
+}
+instr_split=$(bench/callgrind_report.sh "$split_bench" --with-ref)
+instr_split_clang=$(bench/callgrind_report.sh "$clang_split_bench" --with-ref)
 
 # Code layout: at equal instruction counts a wall-clock ratio of a few percent can be decided by
 # where the linker puts the loops (measured: one case moved from 1.04 to 0.94 with nothing but
@@ -62,7 +71,8 @@ layout_table() {  # build dir, the default layout's wall-clock table -> markdown
   local tables=("$2")
   # The build's own compile command for the benchmark (the preset exports it), so that a layout
   # differs from the measured binary in its alignment flags and nothing else.
-  compile=$(jq -r '.[] | select(.file | endswith("/bench/overhead.cpp")) | .command' \
+  compile=$(jq -r '.[] | select(.file | endswith("/bench/overhead.cpp"))
+      | select(.command | contains("/overhead_bench.dir/")) | .command' \
     "$dir/compile_commands.json" | sed -E 's/ -o [^ ]+ -c [^ ]+$//')
   compiler=${compile%% *}
   for flags in "${layout_flags[@]}"; do
@@ -145,7 +155,8 @@ in-memory log is consumed into the same in-memory table by
 
 - \`pipeline/<Policy>/batch:<B>\` — \`commit_order::pipeline\` with default options;
 - \`handwritten/<Policy>/batch:<B>\` — the loop a careful engineer writes for the same steps, in
-  the same order (including splitting at the sink's transaction limit);
+  the same order (including splitting at the sink's transaction limit), its log, table and store
+  members of its own object;
 - \`raw_sink/<Policy>/batch:<B>\` — the sink's writes alone, no position at all: the floor.
 
 Each pipeline case and its twin are checked to leave identical rows, positions and commit counts
@@ -153,7 +164,24 @@ Each pipeline case and its twin are checked to leave identical rows, positions a
 a plain append table for AtMostOnce, a guarded keyed upsert for AtLeastOnce, the same with the
 position in its transaction for TransactionalPosition.
 
-Machine: ${machine}, load average at the start ${load}; ${compiler}; Release (-O3). Wall-clock figures are medians of ${reps}
+The same cases are built twice (\`bench/overhead_loops.hpp\` holds the loops):
+
+- \`overhead_bench\` — every loop in one translation unit. The wall-clock targets are read here:
+  the sink's code that g++ keeps out of line is one copy that every variant calls, so where it
+  lands in memory costs all of them alike.
+- \`overhead_split_bench\` — each variant's loop in a translation unit of its own, as a consumer
+  sits in a user's program, with a fourth variant, \`handwritten_ref/<Policy>/batch:<B>\`: the
+  twin reaching its log, table and store through pointers, as the pipeline (which keeps its parts
+  by reference) must (\`unit.overhead_split_twins_do_the_same_work\`). g++ decides what to inline
+  to budgets for a whole translation unit, so in one unit the loops' code depends on each other:
+  adding the fourth variant to \`overhead_bench\` took g++ 12's AtMostOnce batch 1 from 183.56 to
+  199.56 instructions per record for the pipeline, and from 180.56 to 195.56 for the twin, whose
+  source had not changed. Instructions only: there each loop carries its own inlined copy of the
+  sink, and copies of the same code run up to twice as fast or slow by where they land (measured:
+  AtLeastOnce batch 512, the twin and the referenced twin at 129.20 and 129.21 instructions per
+  record, 12.2 and 28.1 ns).
+
+Machine: ${machine}, load average at the start ${load}; ${compiler}; Release (-O3); commit $(git rev-parse --short HEAD). Wall-clock figures are medians of ${reps}
 repetitions with random interleaving, in one run; the machine is shared, so read the ratios,
 not the absolute times.
 
@@ -200,7 +228,7 @@ Marginal instructions per record: each variant runs over 8,192 and 24,576 record
 difference is divided by 16,384, which removes the set-up both runs share. Repeatable to the
 instruction on the same binary.
 
-g++ 12:
+\`overhead_bench\` (every loop in one translation unit), g++ 12:
 
 ${instr}
 
@@ -208,40 +236,50 @@ clang++ 14, same sources:
 
 ${instr_clang}
 
+\`overhead_split_bench\` (each loop in a translation unit of its own), g++ 12:
+
+${instr_split}
+
+clang++ 14:
+
+${instr_split_clang}
+
 ### Reading the figures
 
-- **Batch 64 and 512, AtLeastOnce and TransactionalPosition** (map-backed sinks): with g++ 12
-  the pipeline executes the same instructions per record as its hand-written twin, within a
-  fraction of a percent; with clang++ 14 it executes fewer than the twin (the compilers inline
-  the sink's upsert differently into the two loops: a sign of how much of any difference is
-  code generation, not work).
 - **Wall clock against instructions.** ${wall_reading}
-- **AtMostOnce** writes to an append table whose write is a single \`push_back\` (about 2 ns),
-  so the loop's own cost shows most there. At batch 64 and 512 the pipeline is within +0.3% of
-  its twin with g++ 12: the gap an earlier version of this note explained (a landing pad in
-  \`poll_once\` ended g++'s SLP-vectorizer region at the \`operator new\` of \`push_back\`'s growth
-  path) went when the table's growth moved out of line, and no longer applies. With clang++ 14
-  the pipeline executes fewer instructions than the twin.
+- **The write loop.** Where nothing but the sink runs per row (no observer of rows, no dead
+  letters, no per-row timer or fault point) and the unit is not a transaction, g++ builds write a
+  unit of more than one row in a function of their own, \`write_rows_apart\`: static, so its loop
+  holds what a hand-written loop holds (the sink, the record, the end) and not the pipeline, with
+  the sink's write folded in (\`flatten\`). Inlined into the poll, the loop kept the pipeline's
+  address alive beside the sink's for the failure path and the steps after the write; with the
+  sink's write inlined too, g++ 12 ran out of registers and spilled the end and the record's
+  offset on every row: AtMostOnce into the append table, each loop in its own translation unit,
+  67.74 instructions per record at batch 512 against the twin's 60.76, and AtLeastOnce 134.68
+  against 129.20. The function leaves no exception handler in its loop (one there made g++ build
+  each row from scalars: +4 instructions per row), only a trace of the row it is at, which the
+  poll reads when the sink throws: one store per row, the +1 left at batch 64 and 512 against
+  the twin in the split build. A unit of one row is written in place (a call would cost batch 1
+  more than the loop saves). clang++ 14 allocates the inlined loop well and inlines the sink's
+  write there but not into a function of its own, so its builds keep the loop in the poll; a
+  transactional unit keeps it too (its sink written in two places, g++ stops inlining it).
+- **In one translation unit the pipeline runs fewer instructions than its twin at batch 64 and
+  512 with AtMostOnce on g++ 12**: there g++ keeps the append table's write out of line and the
+  twin calls it per row, while \`flatten\` folds it into the pipeline's loop. The split build,
+  where both inline it, is the like-for-like comparison.
+- **Batch 1** pays the per-poll bookkeeping on every record: the recovery test, the read and
+  committed positions \`progress()\` reports, and the source, sink and store reached through
+  pointers. The last is what the referenced twin measures by itself: the same hand-written loop
+  reaching its parts through pointers instead of as members runs 1 to 5 more instructions per
+  poll with g++ 12 in the split build, and each of those loads comes first in a poll's chain of
+  dependent work (source, then its cursor). The hot path tests the sink's run-time limit and the
+  configured one with one \`or\` (the twin tests the run-time limit too), and the split loop is
+  out of line.
 - **The raw sink is a floor only for one compiler at a time**: it runs the same sink writes
   without positions, but it is a different loop, and clang++ 14 inlines the sink's write into
   the pipeline's loop more aggressively than into either twin — so there the pipeline counts
   fewer instructions than the "floor". Compare rows within one compiler, and read the
   pipeline/handwritten column as the claim.
-- **Batch 1** pays the per-poll bookkeeping on every record. The hot path tests the sink's
-  run-time limit and the configured one with one \`or\` (the twin tests the run-time limit too),
-  the split loop is out of line, the failure path finds a unit's first record from its end and
-  size where the write loop starts the unit, and the write loop tests its end after each row
-  only (a unit is never empty; the twin's range-for tests it before the first row too). With
-  g++ 12, \`callgrind --dump-instr=yes\` counts 74 instructions per poll in AtMostOnce's
-  \`pipeline_case::step\` against the twin's 71. Twelve have no counterpart in the twin: the
-  recovery test (2), the source, sink and store reached through pointers (3 loads), the read
-  and committed positions \`progress()\` reports (2 stores), the pipeline's address kept on the
-  stack for the cold paths (split loop, failure handling: 2), the unit's first record spilled
-  across the store's inlined \`std::map\` update for the failure path and reloaded for the write
-  loop (2), and the map's header spilled there (1), because that update's cold path calls
-  \`operator new\`. Each serves behaviour the twin lacks (recovery after a failure, progress,
-  failure handling); the twin spends nine the pipeline does not (its loop-entry test, register
-  moves and address computations around the same update).
 DOC
 }
 

@@ -4,6 +4,9 @@
 // (at-most-once), and then the error says which records were lost.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -99,6 +102,61 @@ TEST_CASE("stop / AtMostOnce: the position had already passed it, and the error 
   }
   CHECK(table.size() == 300);
   CHECK(st.load() == co::position{500});
+}
+
+// The failed record is found wherever it sits in its unit: alone (a unit of one row is written
+// in place), first, in the middle or last of a longer one (written by a loop of its own, which
+// leaves a trace of the row it is at), and the rows before it are the ones written.
+TEST_CASE("stop: the failed record is named wherever it sits in its unit") {
+  struct placement {
+    std::size_t batch;
+    co::offset failing;
+  };
+  const placement cases[] = {{1, co::offset{7}},   {2, co::offset{6}},    {2, co::offset{7}},
+                             {10, co::offset{0}},  {10, co::offset{10}},  {10, co::offset{15}},
+                             {10, co::offset{19}}, {500, co::offset{499}}};
+  for (const placement& c : cases) {
+    CAPTURE(c.batch);
+    CAPTURE(c.failing.value());
+    const std::int64_t unit_first =
+        c.failing.value() - c.failing.value() % static_cast<std::int64_t>(c.batch);
+    {  // AtLeastOnce: the position covers exactly the rows before the failed one
+      order_log log = five_hundred();
+      guarded_table table;
+      store st;
+      flaky_sink<guarded_table> sink{table, {{c.failing, -1}}};
+      co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>>
+          p(log, sink, st, co::settings{.batch_size = c.batch});
+      try {
+        p.run();
+        FAIL("the failure must surface");
+      } catch (const co::record_failed& e) {
+        CHECK(e.failed() == c.failing);
+        CHECK(e.committed() == co::position::at(c.failing));
+      }
+      CHECK(table.size() == static_cast<std::size_t>(c.failing.value()));
+      CHECK(st.load().value_or(co::position{0}) == co::position::at(c.failing));
+    }
+    {  // AtMostOnce: the position had passed the whole unit
+      order_log log = five_hundred();
+      append_table table;
+      store st;
+      flaky_sink<append_table> sink{table, {{c.failing, -1}}};
+      co::pipeline<order_log, flaky_sink<append_table>, co::AtMostOnce<>, co::with_store<store>> p(
+          log, sink, st, co::settings{.batch_size = c.batch});
+      try {
+        p.run();
+        FAIL("the failure must surface");
+      } catch (const co::record_failed& e) {
+        CHECK(e.failed() == c.failing);
+        CHECK(e.lost());
+      }
+      CHECK(table.size() == static_cast<std::size_t>(c.failing.value()));
+      const auto unit_end =
+          std::min<std::int64_t>(unit_first + static_cast<std::int64_t>(c.batch), 500);
+      CHECK(st.load() == co::position{unit_end});
+    }
+  }
 }
 
 TEST_CASE("a failure in the transform is a record failure like any other") {

@@ -44,6 +44,15 @@ namespace commit_order::detail {
 /// An empty member for state a configuration does not need.
 struct nothing final {};
 
+/// The loop takes one shape or another where g++ and clang allocate registers differently
+/// (measured, see pipeline_impl::rows_apart).
+inline constexpr bool compiled_by_clang =
+#if defined(__clang__)
+    true;
+#else
+    false;
+#endif
+
 /// The loop's part for writes handed to an executor: defined in detail/async_path.hpp, which
 /// commit_order/executor.hpp includes (as do thread_pool.hpp and the manual executor). Only a
 /// configuration with an executor names it as more than a declaration, so a synchronous
@@ -932,6 +941,22 @@ class pipeline_impl {
           tick();
         fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
       }
+    } else if constexpr (rows_apart) {
+      // A unit of one row is written in place (a call would cost a batch of one more than the
+      // loop saves); a longer one by write_rows_apart, which leaves a trace of the row it is at.
+      It at = first;
+      try {
+        if (first + 1 == last) {
+          write_row(*sink_, first);
+        } else {
+          write_rows_apart(*sink_, first, last, at);
+        }
+      } catch (const infrastructure_error&) {
+        throw;  // the world's failure, not the record's: no handling blames the record
+      } catch (const std::exception&) {
+        failed_ = ref_of(*at);
+        throw;
+      }
     } else {
       // One handler for the whole loop: it reads the failing record from `it`, so the loop
       // itself carries nothing extra for the failure path.
@@ -977,6 +1002,44 @@ class pipeline_impl {
           std::rethrow_exception(std::exchange(timer_exception_, nullptr));
       }
     }
+  }
+
+  /// A unit's rows are written by write_rows_apart, a function of their own: where nothing but
+  /// the sink runs per row (no observer of rows, no dead letters to skip, no timer or fault point
+  /// after a row) and the unit is not a transaction, with g++. Measured with both compilers
+  /// (bench/overhead.cpp, docs/performance.md):
+  /// - g++ 12 inlining the sink's write into the poll's own loop keeps the pipeline's address
+  ///   alive across it (for the failure path and what follows the write step) beside the sink's,
+  ///   and runs out of registers: the end and the record's offset spilled on every row
+  ///   (AtMostOnce into the append table, each loop in its own translation unit: 67.74
+  ///   instructions per record at batch 512 against the twin's 60.76; apart: 61.78).
+  /// - clang 14 allocates that loop well and inlines the sink's write into it, but not into a
+  ///   function of its own (AtMostOnce batch 512: 52.29 in the poll, 97.27 apart).
+  /// - A transactional unit's sink (begin, rollback) is larger: written in two places, once in
+  ///   place and once apart, g++ stops inlining it and calls it per row.
+  static constexpr bool rows_apart = !compiled_by_clang && !tx_unit && !traits::unit_dead_letters &&
+                                     !row_timer && !faults_enabled &&
+                                     !observes<observer_type, events::row_written, offset> &&
+                                     !observes<observer_type, events::replay_absorbed, offset>;
+
+  template <class It>
+  COMMIT_ORDER_INLINE static void write_row(Sink& sink, It it) {
+    sink_apply<partitioned>(sink, partition_of(*it), offset_of(*it), Transform{}(event_of(*it)));
+  }
+
+  // The rows of a unit of more than one, where nothing but the sink runs per row (rows_apart): a
+  // static function, so its loop holds what a hand-written loop holds — the sink, the record,
+  // the end — and not the pipeline. Everything it calls is folded into it (flatten), the sink's
+  // write included, as into a hand-written loop. It leaves no handler (one in this loop changes
+  // how g++ 12 builds the row: +4 instructions per row), only a trace of the row it is at, which
+  // write_rows reads when the sink throws: one store per row.
+  template <class It>
+  [[gnu::noinline, gnu::flatten]] static void write_rows_apart(Sink& sink, It it, const It last,
+                                                               It& at) {
+    do {
+      at = it;
+      write_row(sink, it);
+    } while (++it != last);
   }
 
   // Called inside the handler of the unit's failure. A rollback that fails is the sink's
