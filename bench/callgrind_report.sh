@@ -5,10 +5,12 @@
 # records; the difference divided by N2 - N1 is the marginal cost of one record, free of the
 # set-up both runs share (building the log, loading the program).
 #
-#   bench/callgrind_report.sh [path/to/overhead_bench] [--with-ref]   prints a markdown table
+#   bench/callgrind_report.sh [path/to/overhead_bench] [--with-ref | --batch1-data]
 #
-# --with-ref adds the twin that reaches its parts through pointers (`handwritten_ref`, in
-# overhead_split_bench only) and the pipeline's ratio to it.
+# prints a markdown table. --with-ref adds the twin that reaches its parts through pointers
+# (`handwritten_ref`, in overhead_split_bench only) and the pipeline's ratio to it.
+# --batch1-data prints, for batch 1 only, the data reads and writes per record beside the
+# instructions (callgrind --cache-sim=yes): what kind of work an equal instruction count is.
 set -euo pipefail
 shopt -s inherit_errexit  # a failed run inside $(...) stops the report instead of printing 0
 bench=${1:-build/bench/bench/overhead_bench}
@@ -32,6 +34,47 @@ per_record() {  # variant policy batch -> instructions per record (2 decimals)
   b=$(instructions "$1" "$2" "$3" "$n2")
   awk -v a="$a" -v b="$b" -v n="$((n2 - n1))" 'BEGIN { printf "%.2f", (b - a) / n }'
 }
+
+if [[ $with_ref == --batch1-data ]]; then
+  events() {  # variant policy records -> "Ir Dr Dw"
+    local out
+    out=$(valgrind --tool=callgrind --cache-sim=yes --callgrind-out-file=/dev/null "$bench" \
+      --count "$1" "$2" 1 "$3" 2>&1) || {
+      echo "callgrind_report: $bench --count $1 $2 1 $3 failed:" >&2
+      echo "$out" >&2
+      exit 1
+    }
+    awk '/Collected :/ { print $4, $5, $6 }' <<<"$out"
+  }
+  per_record3() {  # variant policy -> "Ir Dr Dw" per record (2 decimals)
+    local a b
+    a=$(events "$1" "$2" "$n1")
+    b=$(events "$1" "$2" "$n2")
+    awk -v a="$a" -v b="$b" -v n="$((n2 - n1))" 'BEGIN {
+      split(a, x, " "); split(b, y, " ")
+      printf "%.2f %.2f %.2f", (y[1] - x[1]) / n, (y[2] - x[2]) / n, (y[3] - x[3]) / n }'
+  }
+  # The split build has the referenced twin too: its figures follow the owned twin's.
+  ref=false
+  if "$bench" --count handwritten_ref AtMostOnce 1 1 >/dev/null 2>&1; then ref=true; fi
+  if $ref; then
+    echo "| case | instructions: pipeline / handwritten / by reference | data reads: pipeline / handwritten / by reference | data writes: pipeline / handwritten / by reference |"
+  else
+    echo "| case | instructions: pipeline / handwritten | data reads: pipeline / handwritten | data writes: pipeline / handwritten |"
+  fi
+  echo "|---|---:|---:|---:|"
+  for policy in AtMostOnce AtLeastOnce TransactionalPosition; do
+    read -r pi pr pw <<<"$(per_record3 pipeline "$policy")"
+    read -r hi hr hw <<<"$(per_record3 handwritten "$policy")"
+    if $ref; then
+      read -r fi fr fw <<<"$(per_record3 handwritten_ref "$policy")"
+      echo "| $policy batch 1 | $pi / $hi / $fi | $pr / $hr / $fr | $pw / $hw / $fw |"
+    else
+      echo "| $policy batch 1 | $pi / $hi | $pr / $hr | $pw / $hw |"
+    fi
+  done
+  exit 0
+fi
 
 if [[ $with_ref == --with-ref ]]; then
   echo "| case | pipeline | handwritten | raw sink | pipeline / handwritten | within +2% | handwritten, parts by reference | pipeline / by reference |"

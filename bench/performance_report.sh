@@ -58,6 +58,9 @@ clang_split_bench=build/bench-clang/bench/overhead_split_bench
 }
 instr_split=$(bench/callgrind_report.sh "$split_bench" --with-ref)
 instr_split_clang=$(bench/callgrind_report.sh "$clang_split_bench" --with-ref)
+# Batch 1: the data reads and writes behind the instruction counts (g++ 12, both builds).
+data1=$(bench/callgrind_report.sh "$bench" --batch1-data)
+data1_split=$(bench/callgrind_report.sh "$split_bench" --batch1-data)
 
 # Code layout: at equal instruction counts a wall-clock ratio of a few percent can be decided by
 # where the linker puts the loops (measured: one case moved from 1.04 to 0.94 with nothing but
@@ -138,9 +141,9 @@ digit on every run, decides."
     echo "In this run the median over the layouts misses its target in: ${all}. ${spreads}. \
 A miss that some layouts meet is placement; one that every layout misses is the code's: at batch \
 1 a poll is one record, and the per-poll bookkeeping of the batch-1 note below (the parts \
-reached through references, the positions progress() reports, the recovery test) costs more \
-time on the critical path of a 15–20 ns poll than its few instructions count. The wall-clock \
-target is not met in this run."
+reached through references, the positions progress() reports, the recovery test: the data \
+reads and writes of the batch-1 table) costs more time in a 15–35 ns poll than its \
+instructions count. The wall-clock target is not met in this run."
   fi
 }
 wall_reading=$(wall_reading_of "$layout" "$instr" "$layout_clang" "$instr_clang")
@@ -244,6 +247,19 @@ clang++ 14:
 
 ${instr_split_clang}
 
+### Batch 1: what the instructions are (g++ 12)
+
+At batch 1 a poll is one record, so the loop's per-poll work shows in every record, and equal
+instruction counts can be different work: a load or a store costs more than a register
+operation. Data reads and writes per record beside the instructions (callgrind
+\`--cache-sim=yes\`, marginal as above), \`overhead_bench\`:
+
+${data1}
+
+\`overhead_split_bench\`, with the twin that reaches its parts through pointers:
+
+${data1_split}
+
 ### Reading the figures
 
 - **Wall clock against instructions.** ${wall_reading}
@@ -267,14 +283,16 @@ ${instr_split_clang}
   512 with AtMostOnce on g++ 12**: there g++ keeps the append table's write out of line and the
   twin calls it per row, while \`flatten\` folds it into the pipeline's loop. The split build,
   where both inline it, is the like-for-like comparison.
-- **Batch 1** pays the per-poll bookkeeping on every record: the recovery test, the read and
-  committed positions \`progress()\` reports, and the source, sink and store reached through
-  pointers. The last is what the referenced twin measures by itself: the same hand-written loop
-  reaching its parts through pointers instead of as members runs 1 to 5 more instructions per
-  poll with g++ 12 in the split build, and each of those loads comes first in a poll's chain of
-  dependent work (source, then its cursor). The hot path tests the sink's run-time limit and the
-  configured one with one \`or\` (the twin tests the run-time limit too), and the split loop is
-  out of line.
+- **Batch 1** pays the per-poll bookkeeping on every record, and it is loads and stores (the
+  table above): the source, sink and store reached through pointers, three loads a poll, and
+  the read and committed positions \`progress()\` reports, two stores; and the recovery test.
+  The owned twin keeps its parts as members, whose addresses take no load, and reports nothing;
+  the referenced twin, the same loop reaching its parts through pointers, reads more words per
+  record than the owned one for that alone. Where a batch-1 row is within its instructions but
+  misses its wall-clock target, these reads and writes are the difference, and a pipeline that
+  keeps its parts by reference and reports its progress cannot shed them. The hot path tests
+  the sink's run-time limit and the configured one with one \`or\` (the twin tests the run-time
+  limit too), and the split loop is out of line.
 - **The raw sink is a floor only for one compiler at a time**: it runs the same sink writes
   without positions, but it is a different loop, and clang++ 14 inlines the sink's write into
   the pipeline's loop more aggressively than into either twin — so there the pipeline counts

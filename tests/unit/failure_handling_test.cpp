@@ -104,9 +104,10 @@ TEST_CASE("stop / AtMostOnce: the position had already passed it, and the error 
   CHECK(st.load() == co::position{500});
 }
 
-// The failed record is found wherever it sits in its unit: alone (a unit of one row is written
-// in place), first, in the middle or last of a longer one (written by a loop of its own, which
-// leaves a trace of the row it is at), and the rows before it are the ones written.
+// The failed record is found wherever it sits in its unit: alone, first, in the middle or last
+// of a longer one, and the rows before it are the ones written. (With g++, a plain sink's unit
+// of one row is written in place and a longer one by a loop of its own that leaves a trace of
+// the row it is at: pipeline_impl::rows_apart.)
 TEST_CASE("stop: the failed record is named wherever it sits in its unit") {
   struct placement {
     std::size_t batch;
@@ -156,6 +157,69 @@ TEST_CASE("stop: the failed record is named wherever it sits in its unit") {
           std::min<std::int64_t>(unit_first + static_cast<std::int64_t>(c.batch), 500);
       CHECK(st.load() == co::position{unit_end});
     }
+  }
+}
+
+TEST_CASE("stop, a plain sink: a throwing transform, a split batch, an exception of no std type") {
+  SUBCASE("the transform refuses a record in the middle of a unit") {
+    order_log log = five_hundred();
+    guarded_table table;
+    store st;
+    auto refuse_305 = [](const order_event& e) {
+      if (e.order_id == 305)
+        throw std::invalid_argument("cannot map order 305");
+      return e;
+    };
+    co::pipeline<order_log, guarded_table, co::AtLeastOnce<>, co::with_store<store>,
+                 co::with_transform<decltype(refuse_305)>>
+        p(log, table, st, co::settings{.batch_size = 100});
+    try {
+      p.run();
+      FAIL("the failure must surface");
+    } catch (const co::record_failed& e) {
+      CHECK(e.failed() == co::offset{305});
+      CHECK(e.committed() == co::position{305});
+      CHECK_THROWS_WITH_AS(std::rethrow_if_nested(e), "cannot map order 305",
+                           std::invalid_argument);
+    }
+    CHECK(table.size() == 305);
+  }
+  SUBCASE("the second split of a batch fails in its middle") {
+    order_log log = five_hundred();
+    guarded_table table;
+    store st;
+    flaky_sink<guarded_table> sink{table, {{co::offset{37}, -1}}};
+    co::pipeline<order_log, flaky_sink<guarded_table>, co::AtLeastOnce<>, co::with_store<store>> p(
+        log, sink, st, co::settings{.batch_size = 100, .max_transaction_rows = 10});
+    try {
+      p.poll_once();
+      FAIL("the failure must surface");
+    } catch (const co::record_failed& e) {
+      CHECK(e.failed() == co::offset{37});
+      CHECK(e.committed() == co::position{37});
+    }
+    CHECK(table.size() == 37);
+    CHECK(st.load() == co::position{37});
+    CHECK(st.commits() == 4);  // splits [0,10), [10,20), [20,30), then the prefix [30,37)
+  }
+  SUBCASE("an exception of no std type passes through, blaming no record") {
+    struct refusal {};
+    struct odd_sink : co::memory::forwarding_sink<guarded_table&> {
+      using co::memory::forwarding_sink<guarded_table&>::forwarding_sink;
+      auto apply(co::offset o, const order_event& e) {
+        if (o == co::offset{5})
+          throw refusal{};
+        return inner().apply(o, e);
+      }
+    };
+    order_log log = make_log(10, 10);
+    guarded_table table;
+    odd_sink sink{table};
+    store st;
+    co::pipeline<order_log, odd_sink, co::AtLeastOnce<>, co::with_store<store>> p(log, sink, st);
+    CHECK_THROWS_AS(p.poll_once(), refusal);
+    CHECK(table.size() == 5);
+    CHECK_FALSE(st.load().has_value());  // the unit's position was never committed
   }
 }
 

@@ -1006,15 +1006,16 @@ class pipeline_impl {
 
   /// A unit's rows are written by write_rows_apart, a function of their own: where nothing but
   /// the sink runs per row (no observer of rows, no dead letters to skip, no timer or fault point
-  /// after a row) and the unit is not a transaction, with g++. Measured with both compilers
-  /// (bench/overhead.cpp, docs/performance.md):
+  /// after a row) and the unit is not a transaction, by every compiler but clang. Measured with
+  /// g++ 12 and clang++ 14 (bench/overhead.cpp; docs/performance.md, "The write loop"):
   /// - g++ 12 inlining the sink's write into the poll's own loop keeps the pipeline's address
   ///   alive across it (for the failure path and what follows the write step) beside the sink's,
   ///   and runs out of registers: the end and the record's offset spilled on every row
-  ///   (AtMostOnce into the append table, each loop in its own translation unit: 67.74
+  ///   (AtMostOnce into the append table, each loop in a translation unit of its own: 67.74
   ///   instructions per record at batch 512 against the twin's 60.76; apart: 61.78).
-  /// - clang 14 allocates that loop well and inlines the sink's write into it, but not into a
-  ///   function of its own (AtMostOnce batch 512: 52.29 in the poll, 97.27 apart).
+  /// - clang++ 14 allocates that loop well and inlines the sink's write into it, but not into a
+  ///   function of its own (the same case, every loop in one translation unit: 52.29 in the
+  ///   poll, 97.27 apart).
   /// - A transactional unit's sink (begin, rollback) is larger: written in two places, once in
   ///   place and once apart, g++ stops inlining it and calls it per row.
   static constexpr bool rows_apart = !compiled_by_clang && !tx_unit && !traits::unit_dead_letters &&
@@ -1028,11 +1029,11 @@ class pipeline_impl {
   }
 
   // The rows of a unit of more than one, where nothing but the sink runs per row (rows_apart): a
-  // static function, so its loop holds what a hand-written loop holds — the sink, the record,
-  // the end — and not the pipeline. Everything it calls is folded into it (flatten), the sink's
-  // write included, as into a hand-written loop. It leaves no handler (one in this loop changes
-  // how g++ 12 builds the row: +4 instructions per row), only a trace of the row it is at, which
-  // write_rows reads when the sink throws: one store per row.
+  // static function, so its loop holds the sink, the record, the end and the trace's address, not
+  // the pipeline. What it calls is folded into it where the compiler can (flatten: not what is
+  // marked noinline, such as a table's growth), the sink's write included. It leaves no handler
+  // (one in this loop changes how g++ 12 builds the row: +4 instructions per row), only a trace
+  // of the row it is at, which write_rows reads when the sink throws: one store per row.
   template <class It>
   [[gnu::noinline, gnu::flatten]] static void write_rows_apart(Sink& sink, It it, const It last,
                                                                It& at) {
