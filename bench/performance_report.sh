@@ -347,7 +347,7 @@ machine consecutive benchmarks see different loads. The ratio is read from an in
 comparison (\`kafka_bench --compare\`): each round runs the pipeline and its twin back to back,
 alternating which goes first, and the ratio is the median of the rounds' ratios; the cpu ratio
 is the same for the consuming thread's CPU time, what the loop itself costs. g++ 12, \`bench\`
-preset, $rounds rounds, load average $load:
+preset, commit $(git rev-parse --short HEAD), $rounds rounds, load average $load:
 
 | case | pipeline ns/record | hand-written ns/record | wall ratio (hand/pipeline) | cpu ratio | target ≥ 0.9 |
 |---|---:|---:|---:|---:|---|
