@@ -54,9 +54,16 @@ if [[ $with_ref == --batch1-data ]]; then
       split(a, x, " "); split(b, y, " ")
       printf "%.2f %.2f %.2f", (y[1] - x[1]) / n, (y[2] - x[2]) / n, (y[3] - x[3]) / n }'
   }
-  # The split build has the referenced twin too: its figures follow the owned twin's.
+  # The split build has the referenced twin too: its figures follow the owned twin's. A binary
+  # without it says so ("unknown variant"); any other failure stops the report.
   ref=false
-  if "$bench" --count handwritten_ref AtMostOnce 1 1 >/dev/null 2>&1; then ref=true; fi
+  if probe=$("$bench" --count handwritten_ref AtMostOnce 1 1 2>&1); then
+    ref=true
+  elif [[ $probe != *"unknown variant"* ]]; then
+    echo "callgrind_report: $bench --count handwritten_ref AtMostOnce 1 1 failed:" >&2
+    echo "$probe" >&2
+    exit 1
+  fi
   if $ref; then
     echo "| case | instructions: pipeline / handwritten / by reference | data reads: pipeline / handwritten / by reference | data writes: pipeline / handwritten / by reference |"
   else
@@ -64,10 +71,14 @@ if [[ $with_ref == --batch1-data ]]; then
   fi
   echo "|---|---:|---:|---:|"
   for policy in AtMostOnce AtLeastOnce TransactionalPosition; do
-    read -r pi pr pw <<<"$(per_record3 pipeline "$policy")"
-    read -r hi hr hw <<<"$(per_record3 handwritten "$policy")"
+    # Each through an assignment, which a failed run inside it stops (a here-string would not).
+    row=$(per_record3 pipeline "$policy")
+    read -r pi pr pw <<<"$row"
+    row=$(per_record3 handwritten "$policy")
+    read -r hi hr hw <<<"$row"
     if $ref; then
-      read -r fi fr fw <<<"$(per_record3 handwritten_ref "$policy")"
+      row=$(per_record3 handwritten_ref "$policy")
+      read -r fi fr fw <<<"$row"
       echo "| $policy batch 1 | $pi / $hi / $fi | $pr / $hr / $fr | $pw / $hw / $fw |"
     else
       echo "| $policy batch 1 | $pi / $hi | $pr / $hr | $pw / $hw |"

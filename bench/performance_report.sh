@@ -108,9 +108,8 @@ layout_table() {  # build dir, the default layout's wall-clock table -> markdown
 layout=$(layout_table build/bench "$wall")
 layout_clang=$(layout_table build/bench-clang "$wall_clang")
 # Rows whose layout median misses its target, one a line, each with the instruction ratio
-# callgrind counted for it and whether every layout misses (the code's) or only some
-# (placement); and the widest
-# spread of one row across the three layouts.
+# callgrind counted for it and whether every layout misses or only some (then placement decides
+# it); and the widest spread of one row across the three layouts.
 missed_rows() {  # layout table, callgrind table, compiler name
   awk -F'|' -v who="$3" '
     FNR == NR { if ($2 ~ / batch /) { c = $2; gsub(/^ +| +$/, "", c); sub(/ batch /, "/batch:", c); d[c] = $6; gsub(/ /, "", d[c]) } next }
@@ -146,7 +145,7 @@ wall_reading_of() {  # g++ layout table, g++ callgrind, clang layout table, clan
   all=$({ missed_rows "$1" "$2" "g++ 12"; missed_rows "$3" "$4" "clang++ 14"; } |
     awk '{ printf "%s%s", (NR > 1 ? "; " : ""), $0 }')
   spreads="One source's three layouts spread a row by up to $(spread "$1") points (g++ 12) and \
-$(spread "$3") (clang++ 14), at 10–40 ns per record"
+$(spread "$3") (clang++ 14), at 5–45 ns per record"
   if [[ -z $all ]]; then
     echo "In this run every row's median over the layouts meets its target. ${spreads}: where \
 the wall clock and callgrind disagree, callgrind, which counts the same instructions to the last \
@@ -160,7 +159,7 @@ equal or fewer instructions, the difference is one of two things: where the code
 the machine runs it, which the layouts and the reruns show when they straddle the target; or, at \
 batch 1, where a poll is one record, the per-poll bookkeeping of the batch-1 note below (the \
 parts reached through references, the positions progress() reports, the recovery test: the data \
-reads and writes of the batch-1 table), which costs more time in a 15–35 ns poll than its \
+reads and writes of the batch-1 table), which costs more time in a 10–45 ns poll than its \
 instructions count. The wall-clock target is not met in this run."
   fi
 }
@@ -187,20 +186,23 @@ position in its transaction for TransactionalPosition.
 
 The same cases are built twice (\`bench/overhead_loops.hpp\` holds the loops):
 
-- \`overhead_bench\` — every loop in one translation unit. The wall-clock targets are read here:
-  the sink's code that g++ keeps out of line is one copy that every variant calls, so where it
-  lands in memory costs all of them alike.
+- \`overhead_bench\` — every loop in one translation unit, as at every earlier measurement; the
+  wall-clock targets are read here. The twins and the raw sink call one copy of whatever sink
+  code g++ keeps out of line, so where it lands costs them alike; with g++ the pipeline's
+  AtMostOnce loop folds the append table's write in where the twin calls it (see "Reading the
+  figures"), so in that row the pipeline also differs by what is inlined.
 - \`overhead_split_bench\` — each variant's loop in a translation unit of its own, as a consumer
   sits in a user's program, with a fourth variant, \`handwritten_ref/<Policy>/batch:<B>\`: the
   twin reaching its log, table and store through pointers, as the pipeline (which keeps its parts
   by reference) must (\`unit.overhead_split_twins_do_the_same_work\`). g++ decides what to inline
   to budgets for a whole translation unit, so in one unit the loops' code depends on each other:
-  adding the fourth variant to \`overhead_bench\` took g++ 12's AtMostOnce batch 1 from 183.56 to
-  199.56 instructions per record for the pipeline, and from 180.56 to 195.56 for the twin, whose
-  source had not changed. Instructions only: there each loop carries its own inlined copy of the
-  sink, and copies of the same code run up to twice as fast or slow by where they land (measured:
-  AtLeastOnce batch 512, the twin and the referenced twin at 129.20 and 129.21 instructions per
-  record, 12.2 and 28.1 ns).
+  adding the fourth variant to \`overhead_bench\` (measured on the loop as it was at 91abe50) took
+  g++ 12's AtMostOnce batch 1 from 183.56 to 199.56 instructions per record for the pipeline,
+  and from 180.56 to 195.56 for the twin, whose source had not changed. Instructions only: there
+  each loop carries its own inlined copy of the sink, and copies of the same code ran more than
+  twice as fast or slow by where they landed (measured once, at 91abe50: AtLeastOnce batch 512,
+  the twin and the referenced twin at 129.20 and 129.21 instructions per record, 12.2 and
+  28.1 ns).
 
 Machine: ${machine}, load average at the start ${load}; ${compiler}; Release (-O3); commit $(git rev-parse --short HEAD). Wall-clock figures are medians of ${reps}
 repetitions with random interleaving, in one run; the machine is shared, so read the ratios,
@@ -232,7 +234,8 @@ where the compiler and linker place the loops: in one run a case moved from 1.04
 nothing changed but \`-falign-functions\` and \`-falign-loops\`. So each compiler's binary is
 built twice more from the same sources with only the alignment flags changed, each run like the
 first, right after it; pipeline / handwritten per layout (the first column is the table above).
-A ratio that holds across the layouts is the code's; one that flips with them is placement.
+A ratio that flips with them is placement; one that holds across them can still move between
+runs (a missed row is run three times more, and the reading below gives those ratios).
 The median over the three layouts is the figure the wall-clock targets are read against.
 
 g++ 12:
@@ -282,7 +285,7 @@ ${data1_split}
 
 - **Wall clock against instructions.** ${wall_reading}
 - **The write loop.** Where nothing but the sink runs per row (no observer of rows, no dead
-  letters, no per-row timer or fault point) and the unit is not a transaction, g++ builds write a
+  letters, no per-row timer or fault point) and the unit is not a transaction, g++ builds (every compiler but clang) write a
   unit of more than one row in a function of their own, \`write_rows_apart\`: static, so its loop
   holds the sink, the record, the end and the address of a trace, not the pipeline, with the
   sink's write folded in where g++ can (\`flatten\`). Inlined into the poll, the loop kept the pipeline's
@@ -292,8 +295,8 @@ ${data1_split}
   67.74 instructions per record at batch 512 against the twin's 60.76, and AtLeastOnce 134.68
   against 129.20. The function leaves no exception handler in its loop (one there made g++ build
   each row from scalars: +4 instructions per row), only a trace of the row it is at, which the
-  poll reads when the sink throws: one store per row, the +1 left at batch 64 and 512 against
-  the twin in the split build. A unit of one row is written in place (a call would cost batch 1
+  poll reads when the sink throws: one store per row, the +1 that AtMostOnce and AtLeastOnce keep
+  at batch 64 and 512 against the twin in the split build. A unit of one row is written in place (a call would cost batch 1
   more than the loop saves). clang++ 14 allocates the inlined loop well and inlines the sink's
   write there but not into a function of its own, so its builds keep the loop in the poll; a
   transactional unit keeps it too (its sink written in two places, g++ stops inlining it).
@@ -301,14 +304,15 @@ ${data1_split}
   512 with AtMostOnce on g++ 12**: there g++ keeps the append table's write out of line and the
   twin calls it per row, while \`flatten\` folds it into the pipeline's loop. The split build,
   where both inline it, is the like-for-like comparison.
-- **Batch 1** pays the per-poll bookkeeping on every record, and it is loads and stores (the
-  table above): the source, sink and store reached through pointers, three loads a poll, and
-  the read and committed positions \`progress()\` reports, two stores; and the recovery test.
-  The owned twin keeps its parts as members, whose addresses take no load, and reports nothing;
-  the referenced twin, the same loop reaching its parts through pointers, reads more words per
-  record than the owned one for that alone. Where a batch-1 row is within its instructions but
-  misses its wall-clock target, these reads and writes are the difference, and a pipeline that
-  keeps its parts by reference and reports its progress cannot shed them. The hot path tests
+- **Batch 1** pays the per-poll bookkeeping on every record: the recovery test, the source, sink
+  and store reached through pointers (loads the owned twin, whose parts are members, does not
+  make; the referenced twin makes them too), and the read and committed positions
+  \`progress()\` reports (stores the twins, which report nothing, do not make). In
+  \`overhead_bench\` that is where the pipeline's extra data reads and writes under AtMostOnce and
+  AtLeastOnce come from (the batch-1 table); under TransactionalPosition the twin does more of
+  both. A pipeline that keeps its parts by reference and reports its progress pays these on
+  every poll; at equal instructions they are the part of a batch-1 wall-clock difference that is
+  the code's, the rest is where the code lands and how the machine runs it. The hot path tests
   the sink's run-time limit and the configured one with one \`or\` (the twin tests the run-time
   limit too), and the split loop is out of line.
 - **The raw sink is a floor only for one compiler at a time**: it runs the same sink writes
