@@ -200,8 +200,8 @@ The same cases are built twice (\`bench/overhead_loops.hpp\` holds the loops):
   g++ 12's AtMostOnce batch 1 from 183.56 to 199.56 instructions per record for the pipeline,
   and from 180.56 to 195.56 for the twin, whose source had not changed. Instructions only: there
   each loop carries its own inlined copy of the sink, and copies of the same code ran more than
-  twice as fast or slow by where they landed (measured once, at 91abe50: AtLeastOnce batch 512,
-  the twin and the referenced twin at 129.20 and 129.21 instructions per record, 12.2 and
+  twice as fast or slow by where they landed (measured once, the pipeline then as at 91abe50:
+  AtLeastOnce batch 512, the twin and the referenced twin at 129.20 and 129.21 instructions per record, 12.2 and
   28.1 ns).
 
 Machine: ${machine}, load average at the start ${load}; ${compiler}; Release (-O3); commit $(git rev-parse --short HEAD). Wall-clock figures are medians of ${reps}
