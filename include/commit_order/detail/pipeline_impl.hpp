@@ -1005,8 +1005,9 @@ class pipeline_impl {
   }
 
   /// A unit's rows are written by write_rows_apart, a function of their own: where nothing but
-  /// the sink runs per row (no observer of rows, no dead letters to skip, no timer or fault point
-  /// after a row) and the unit is not a transaction, by every compiler but clang. Measured with
+  /// the sink runs per row (no observer of rows, no timer or fault point after a row; retries and
+  /// dead letters take write_handled first) and the unit is not a transaction (its dead letters
+  /// are skipped per row), by every compiler but clang. Measured with
   /// g++ 12 and clang++ 14 (bench/overhead.cpp; docs/performance.md, "The write loop"):
   /// - g++ 12 inlining the sink's write into the poll's own loop keeps the pipeline's address
   ///   alive across it (for the failure path and what follows the write step) beside the sink's,
@@ -1018,8 +1019,8 @@ class pipeline_impl {
   ///   poll, 97.27 apart).
   /// - A transactional unit's sink (begin, rollback) is larger: written in two places, once in
   ///   place and once apart, g++ stops inlining it and calls it per row.
-  static constexpr bool rows_apart = !compiled_by_clang && !tx_unit && !traits::unit_dead_letters &&
-                                     !row_timer && !faults_enabled &&
+  static constexpr bool rows_apart = !compiled_by_clang && !tx_unit && !row_timer &&
+                                     !faults_enabled &&
                                      !observes<observer_type, events::row_written, offset> &&
                                      !observes<observer_type, events::replay_absorbed, offset>;
 
