@@ -267,6 +267,24 @@ concept partitioned_position_store = requires(S& s, partition_id k, position p) 
   s.commit(k, p);
 };
 
+/// A per-partition position store that commits a unit's positions over several partitions in
+/// one request, all or none (Kafka's offset commit): `commit(span<const start_at>)`. The
+/// pipeline then never leaves a unit committed in one partition and not in another.
+template <class S>
+concept batch_position_store = partitioned_position_store<S> &&
+    requires(S& s, std::span<const start_at> positions) {
+  s.commit(positions);
+};
+
+/// A position store whose commit may be refused for a reason of the world that passes (a
+/// consumer group rebalancing) declares `static constexpr bool interruptible_commits = true;`
+/// and throws an exception that is also a `commit_interrupted` (errors.hpp). The pipeline
+/// compiles its handling of that refusal only for such a store.
+template <class S>
+inline constexpr bool interruptible_commits_v = requires {
+  requires S::interruptible_commits;
+};
+
 /// A source that can tell one record from another at the same offset: `fingerprint(record)`
 /// and `fingerprint_at(offset)` (none when the offset is not retained) agree for the same
 /// record. With a store that keeps a fingerprint beside the position, recovery refuses to

@@ -53,6 +53,22 @@ class infrastructure_error : public error {
   using error::error;
 };
 
+/// Implemented, beside an infrastructure_error, by a position store's error that means: the
+/// commit was refused because the world is changing under the consumer (a consumer group
+/// rebalancing, its generation superseded), and nothing of it was committed. It is the world's
+/// and it passes: the pipeline does not stop. The unit's position is not believed committed;
+/// under a policy that writes first the unit's rows stay (its sink absorbs the replay), under
+/// one that commits first the unit is not written; the pipeline counts the refusal
+/// (`refused_commits()`) and, at its next poll, recovers from the store -- after the rebalance,
+/// with the partitions the group gives it -- so the records are read again, never skipped.
+class commit_interrupted {
+ public:
+  commit_interrupted() = default;
+  commit_interrupted(const commit_interrupted&) = default;
+  commit_interrupted& operator=(const commit_interrupted&) = default;
+  virtual ~commit_interrupted() = default;
+};
+
 /// The sink's rollback failed after a unit of work failed. The sink's state is unknown until it
 /// is reopened; the failure that caused the rollback is nested (std::rethrow_if_nested).
 class rollback_failed : public infrastructure_error {
@@ -64,43 +80,58 @@ class rollback_failed : public infrastructure_error {
 };
 
 /// The stored position points at records the source no longer retains. Reading from the
-/// earliest retained record instead would silently lose everything in between.
+/// earliest retained record instead would silently lose everything in between. `partition()`
+/// is the partition whose records were deleted (0 for a source of one stream).
 class position_lost final : public error {
  public:
-  position_lost(position stored, position earliest)
+  position_lost(partition_id partition, position stored, position earliest)
       : error(detail::join_message(
-            {"commit_order: position lost: the position to resume from is ",
-             detail::decimal(stored.value()), " but the source's earliest retained record is ",
-             detail::decimal(earliest.value()), "; records [", detail::decimal(stored.value()),
-             ", ", detail::decimal(earliest.value()),
+            {"commit_order: position lost in partition ", detail::decimal(partition.value()),
+             ": the position to resume from is ", detail::decimal(stored.value()),
+             " but the partition's earliest retained record is ", detail::decimal(earliest.value()),
+             "; records [", detail::decimal(stored.value()), ", ",
+             detail::decimal(earliest.value()),
              ") were deleted by retention before they were applied"}))
+      , partition_(partition)
       , stored_(stored)
       , earliest_(earliest) {}
+  /// A source of one stream: partition 0.
+  position_lost(position stored, position earliest)
+      : position_lost(partition_id{0}, stored, earliest) {}
 
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
   [[nodiscard]] position stored() const noexcept { return stored_; }
   [[nodiscard]] position earliest() const noexcept { return earliest_; }
 
  private:
+  partition_id partition_;
   position stored_;
   position earliest_;
 };
 
 /// The stored position lies past the end of the source: the position belongs to another
-/// stream, or the source lost data it had acknowledged.
+/// stream, or the source lost data it had acknowledged. `partition()` names the partition.
 class position_beyond_end final : public error {
  public:
-  position_beyond_end(position stored, position end)
+  position_beyond_end(partition_id partition, position stored, position end)
       : error(detail::join_message(
             {"commit_order: the stored position ", detail::decimal(stored.value()),
-             " is beyond the source's end ", detail::decimal(end.value()),
+             " of partition ", detail::decimal(partition.value()),
+             " is beyond the partition's end ", detail::decimal(end.value()),
              "; the position belongs to another stream or the source lost acknowledged records"}))
+      , partition_(partition)
       , stored_(stored)
       , end_(end) {}
+  /// A source of one stream: partition 0.
+  position_beyond_end(position stored, position end)
+      : position_beyond_end(partition_id{0}, stored, end) {}
 
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
   [[nodiscard]] position stored() const noexcept { return stored_; }
   [[nodiscard]] position end() const noexcept { return end_; }
 
  private:
+  partition_id partition_;
   position stored_;
   position end_;
 };

@@ -50,12 +50,12 @@ using blob_table = co::memory::table<
     co::capabilities<co::Idempotent, co::OffsetGuarded, co::PartitionScoped, co::Transactional>>;
 
 void produce_blobs(const kf::mock_cluster& mc, const std::string& topic, std::int64_t from,
-                   std::int64_t count) {
+                   std::int64_t count, co::partition_id k = p0) {
   kf::producer<blob> p(mc.client_config(), topic);
   auto b = std::make_unique<blob>();
   for (std::int64_t i = 0; i < count; ++i) {
     b->id = from + i;
-    p.send(p0, *b);
+    p.send(k, *b);
   }
   p.flush();
 }
@@ -243,6 +243,76 @@ TEST_CASE("manual assignment: AtMostOnce commits to Kafka before it writes") {
   CHECK(table.size() == static_cast<std::size_t>(100 - lost));
 }
 
+TEST_CASE("AtMostOnce over two partitions: a unit's positions go to Kafka in one request") {
+  // Issue 21, item 2: committed one partition at a time, partition 0's commit was accepted,
+  // partition 1's refused, and partition 0's records were never written -- lost without a
+  // crash. A unit's positions now go in one request, which the coordinator accepts or refuses
+  // whole; the refusal says, per partition, what was committed and what that means.
+  kf::mock_cluster mc;
+  mc.create_topic("orders", 2);
+  produced sent;
+  produce_orders(mc, "orders", 2, 40, 40, sent);
+  using source_t = kf::assigned_source<order, co::AtMostOnce<>>;
+  using pipeline_t =
+      co::pipeline<source_t, order_table<>, co::AtMostOnce<>, co::with_store<kf::offset_store>>;
+  order_table<> table;
+  source_t src(options_for(mc, "orders", "at-most-once"), {p0, p1});
+  kf::offset_store store(src);
+  pipeline_t p(src, table, store, co::settings{.batch_size = 64});
+  // The first commit request is accepted, the second refused: one unit's two partitions, as the
+  // old loop sent them, or two units.
+  mc.push_request_errors(kf::api::offset_commit,
+                         {RD_KAFKA_RESP_ERR_NO_ERROR, RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION});
+  std::size_t first = 0;
+  for (int i = 0; i < 200 && first == 0; ++i)
+    first = p.poll_once();
+  REQUIRE(first > 0);
+  REQUIRE(store.load(p0).has_value());  // the unit covered both partitions
+  REQUIRE(store.load(p1).has_value());
+  CHECK(store.requests() == 1);
+  const auto rows_of = [&] {
+    std::map<std::int64_t, shared_table<>::row> rows;
+    table.for_each([&](const co::memory::stored_row<order>& r) {
+      rows[r.row.order_id] = {r.row, r.source_partition, r.source_offset};
+    });
+    return rows;
+  };
+  CHECK(table.size() == first);  // committed, then written: nothing lost
+  // The next unit's request is refused: in both partitions, and nothing of it is written.
+  produce_orders(mc, "orders", 2, 40, 40, sent);
+  const std::optional<co::position> before0 = store.load(p0);
+  const std::optional<co::position> before1 = store.load(p1);
+  const auto rows_before = rows_of();
+  try {
+    pump(p, [] { return false; });
+    FAIL("the refused commit did not stop the pipeline");
+  } catch (const kf::commit_refused& e) {
+    INFO(e.what());
+    CHECK(e.code() == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION);
+    REQUIRE_FALSE(e.outcomes().empty());
+    for (const kf::partition_outcome& o : e.outcomes())
+      CHECK_FALSE(o.committed());
+    CHECK(std::string(e.what()).find("refused (ILLEGAL_GENERATION)") != std::string::npos);
+    CHECK(std::string(e.what()).find("read again") != std::string::npos);
+    // An assigned source is no group member: a refusal is not a rebalance that passes.
+    CHECK(dynamic_cast<const co::commit_interrupted*>(&e) == nullptr);
+  }
+  CHECK(store.load(p0) == before0);
+  CHECK(store.load(p1) == before1);
+  CHECK(rows_of().size() == rows_before.size());
+  // Read again from the committed offsets: every record written, none lost (each order's
+  // row is its last update, from the refused unit).
+  const auto at_end = [&] {
+    for (const auto& [k, v] : sent.by_partition)
+      if (store.load(k) != co::position{static_cast<std::int64_t>(v.size())})
+        return false;
+    return true;
+  };
+  pump(p, at_end);
+  check_rows_match(rows_of(), sent);
+  CHECK(store.requests() <= store.commits());
+}
+
 // ---- retention and the end of the log --------------------------------------------------------
 
 TEST_CASE("retention: a stored position behind the earliest retained record is position_lost") {
@@ -293,6 +363,68 @@ TEST_CASE("retention: records deleted while the partition is assigned are positi
   }
   CHECK(table.size() == 0);
   CHECK(table.load_position(p0) == first_earliest);
+}
+
+TEST_CASE("retention and end errors name the partition, at assign and at fetch") {
+  // Three partitions, and only partition 2 loses records (issue 21, item 3): the error says
+  // which partition, by accessor and in its message.
+  kf::mock_cluster mc;
+  mc.create_topic("blobs", 3);
+  produce_blobs(mc, "blobs", 0, 100, p2);
+  using source_t = kf::assigned_source<blob, co::TransactionalPosition<>>;
+  const auto names = [](const std::string& message, const char* part) {
+    INFO(message);
+    return message.find(part) != std::string::npos;
+  };
+  {  // at assign: the pipeline's recovery
+    source_t src(options_for(mc, "blobs"), {p0, p1, p2});
+    REQUIRE(src.earliest(p2) > co::position{0});
+    blob_table table;
+    co::pipeline<source_t, blob_table, co::TransactionalPosition<>> p(
+        src, table, co::settings{.initial_position = co::position{0}});
+    try {
+      p.recover();
+      FAIL("recover() did not throw");
+    } catch (const co::position_lost& e) {
+      CHECK(e.partition() == p2);
+      CHECK(e.earliest() == src.earliest(p2));
+      CHECK(names(e.what(), "position lost in partition 2"));
+    }
+  }
+  {  // past the end of partition 1 at assign
+    source_t src(options_for(mc, "blobs"), {p0, p1, p2});
+    blob_table table;
+    store_position(table, p1, co::position{7});
+    store_position(table, p2, src.earliest(p2));
+    co::pipeline<source_t, blob_table, co::TransactionalPosition<>> p(src, table, co::settings{});
+    try {
+      p.recover();
+      FAIL("recover() did not throw");
+    } catch (const co::position_beyond_end& e) {
+      CHECK(e.partition() == p1);
+      CHECK(e.end() == co::position{0});
+      CHECK(names(e.what(), "of partition 1 is beyond"));
+    }
+  }
+  {  // at fetch: retention overtakes partition 2 while it is assigned
+    source_t src(options_for(mc, "blobs"), {p0, p1, p2});
+    const co::position first_earliest = src.earliest(p2);
+    blob_table table;
+    store_position(table, p2, first_earliest);
+    co::pipeline<source_t, blob_table, co::TransactionalPosition<>> p(src, table, co::settings{});
+    CHECK(p.recover() == co::position{0});
+    produce_blobs(mc, "blobs", 100, 100, p2);
+    REQUIRE(src.earliest(p2) > first_earliest);
+    try {
+      pump(
+          p, [] { return false; }, 10s);
+      FAIL("the fetch did not fail");
+    } catch (const co::position_lost& e) {
+      CHECK(e.partition() == p2);
+      CHECK(e.stored() == first_earliest);
+      CHECK(names(e.what(), "position lost in partition 2"));
+    }
+  }
 }
 
 TEST_CASE("a position past the end of the partition is position_beyond_end, at recovery or fetch") {
@@ -551,6 +683,56 @@ TEST_CASE("configuration contradicting the policy is refused, not overridden") {
   } catch (const kf::configuration_refused& e) {
     CHECK(says(e.what(), "needs group.id"));
   }
+}
+
+TEST_CASE("a setting the library owns holds under every name, prefix and scope") {
+  // librdkafka takes a topic-level property under a "topic." prefix, under its plain name on
+  // the global configuration, and legacy aliases besides: each is read back after the user's
+  // configuration is applied, and any difference from what the library owns is refused.
+  kf::mock_cluster mc;
+  mc.create_topic("orders", 1);
+  const auto refused = [&](const kf::properties& extra, auto policy_tag) {
+    using policy_t = typename decltype(policy_tag)::type;
+    kf::consumer_options o = options_for(mc, "orders");
+    for (const auto& [k, v] : extra)
+      o.config[k] = v;
+    try {
+      kf::assigned_source<order, policy_t> src(o, {p0});
+    } catch (const kf::configuration_refused& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const auto says = [](const std::string& message, const char* part) {
+    INFO(message);
+    return message.find(part) != std::string::npos;
+  };
+  const auto transactional = std::type_identity<co::TransactionalPosition<>>{};
+  const auto at_least_once = std::type_identity<co::AtLeastOnce<>>{};
+  const auto auto_commit = std::type_identity<co::AtMostOnce<co::AutoCommit>>{};
+  // The reset that skipped retention's victims without position_lost (issue 21, item 1).
+  const std::string reset = refused({{"topic.auto.offset.reset", "earliest"}}, transactional);
+  CHECK(says(reset, "auto.offset.reset is smallest"));
+  CHECK(says(reset, "TransactionalPosition"));
+  CHECK(says(reset, "topic.\" prefix"));
+  CHECK(says(refused({{"topic.auto.offset.reset", "latest"}}, at_least_once), "AtLeastOnce"));
+  CHECK(says(refused({{"topic.auto.offset.reset", "beginning"}}, auto_commit), "error"));
+  // Auto-commit and the offset store under their other spellings and scopes.
+  CHECK(says(refused({{"topic.enable.auto.commit", "true"}}, at_least_once),
+             "topic-level property enable.auto.commit"));
+  CHECK(says(refused({{"auto.commit.enable", "true"}}, transactional), "enable.auto.commit"));
+  CHECK(says(refused({{"topic.auto.commit.interval.ms", "100"}}, auto_commit),
+             "auto.commit.interval.ms"));
+  CHECK(says(refused({{"offset.store.method", "none"}}, at_least_once), "offset.store.method"));
+  CHECK(
+      says(refused({{"topic.offset.store.method", "file"}}, at_least_once), "offset.store.method"));
+  // The isolation level: aborted transactions are never records.
+  CHECK(says(refused({{"isolation.level", "read_uncommitted"}}, transactional),
+             "isolation.level=read_uncommitted is refused under the policy TransactionalPosition"));
+  // What agrees with the library is accepted under any spelling.
+  CHECK(refused({{"topic.auto.offset.reset", "error"}}, transactional).empty());
+  CHECK(refused({{"isolation.level", "read_committed"}}, at_least_once).empty());
+  CHECK(refused({{"topic.enable.auto.commit", "true"}}, auto_commit).empty());
 }
 
 TEST_CASE("the group generation is read from librdkafka's CGMDv2 metadata, and only from it") {

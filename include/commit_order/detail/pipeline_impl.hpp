@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <exception>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -174,6 +175,7 @@ class rejected_pipeline {
   [[nodiscard]] position committed_position(partition_id = partition_id{0}) const { return {}; }
   [[nodiscard]] commit_order::progress progress(partition_id = partition_id{0}) const { return {}; }
   [[nodiscard]] std::vector<commit_order::progress> partitions() const { return {}; }
+  [[nodiscard]] std::size_t refused_commits() const noexcept { return 0; }
   [[nodiscard]] observer_type& observer() noexcept { return observer_; }
   [[nodiscard]] const observer_type& observer() const noexcept { return observer_; }
   [[nodiscard]] faults_type& faults() noexcept { return faults_; }
@@ -228,6 +230,17 @@ class pipeline_impl {
   static constexpr bool prefix_commit = traits::prefix_commit;
   static constexpr bool per_record_handling = traits::per_record_handling;
   static constexpr bool row_timer = traits::row_timer;
+  // A store whose commit the world may interrupt (a group rebalancing): the loop handles that
+  // refusal (commit_interrupted) instead of stopping.
+  static constexpr bool interruptible = [] {
+    if constexpr (has_store)
+      return interruptible_commits_v<Store>;
+    else
+      return false;
+  }();
+  // Thrown past the rest of a unit whose position commit was interrupted; never leaves
+  // poll_once (it is no std::exception, so no failure handling takes it for a record's).
+  struct unit_abandoned final {};
 
   /// One record of a unit, as failure handling names it.
   struct record_ref {
@@ -339,10 +352,17 @@ class pipeline_impl {
       }
       notify<events::polled>(n, batch_end);
       tick();
-      if (may_split(n)) [[unlikely]] {
-        process_splits(first, n);
+      if constexpr (interruptible) {
+        try {
+          process_batch(first, last, n, batch_end);
+        } catch (const unit_abandoned&) {
+          // The store refused a unit's commit while the world changed (commit_interrupted):
+          // the batch's records from that unit on are read again from the store's positions,
+          // recovered at the next poll, once the source has settled.
+          recovered_ = false;
+        }
       } else {
-        process_unit(first, last, n, batch_end);
+        process_batch(first, last, n, batch_end);
       }
       return n;
     } catch (...) {
@@ -402,6 +422,16 @@ class pipeline_impl {
       all.push_back(progress());
     }
     return all;
+  }
+
+  /// Units whose position commit the store refused because the world was changing under it
+  /// (`commit_interrupted`: a consumer group rebalancing). Each was read again, never skipped;
+  /// 0 for a store that cannot be interrupted.
+  [[nodiscard]] std::size_t refused_commits() const noexcept {
+    if constexpr (interruptible)
+      return refused_commits_;
+    else
+      return 0;
   }
 
   [[nodiscard]] observer_type& observer() noexcept { return observer_; }
@@ -506,9 +536,9 @@ class pipeline_impl {
     const position start = stored.value_or(settings_.initial_position.value_or(earliest));
     // Reading on from `earliest` instead would silently skip everything in between.
     if (start < earliest)
-      throw position_lost(start, earliest);
+      throw position_lost(k, start, earliest);
     if (start > end)
-      throw position_beyond_end(start, end);
+      throw position_beyond_end(k, start, end);
     return start;
   }
 
@@ -674,6 +704,16 @@ class pipeline_impl {
     }
   }
 
+  // A polled batch: one unit, or the units a limit splits it into.
+  template <class It>
+  COMMIT_ORDER_INLINE void process_batch(It first, It last, std::size_t n, position batch_end) {
+    if (may_split(n)) [[unlikely]] {
+      process_splits(first, n);
+    } else {
+      process_unit(first, last, n, batch_end);
+    }
+  }
+
   // A batch a limit may split, in units of the largest size allowed (one unit when none is
   // exceeded). Out of line: its loop would otherwise hold registers across the common path.
   template <class It>
@@ -806,12 +846,17 @@ class pipeline_impl {
           unit_ends_.push_back(start_at{bad.partition, position::at(bad.at)});
           std::ranges::sort(unit_ends_, {}, &start_at::partition);
         }
-        for (const start_at& s : unit_ends_) {
-          partition_entry& p = entry(s.partition);
-          if (p.committed < s.at) {
-            store_commit<partitioned>(*store_, s.partition, s.at);
-            p.committed = s.at;
-          }
+        std::erase_if(unit_ends_,
+                      [&](const start_at& s) { return !(entry(s.partition).committed < s.at); });
+        try {
+          commit_unit(last, position{});
+        } catch (const std::exception& x) {
+          // The prefix need not be covered: refused while the group rebalances, it is read
+          // again and absorbed. The record's failure is what this unit reports.
+          if (!interruptible || dynamic_cast<const commit_interrupted*>(&x) == nullptr)
+            throw;
+          if constexpr (interruptible)
+            ++refused_commits_;
         }
       } else {
         (void)first;
@@ -852,6 +897,33 @@ class pipeline_impl {
     }
   }
 
+  // The unit's positions, to the store: per partition in one request where the store takes
+  // them so (batch_position_store), so a unit is never committed in one partition only.
+  template <class It>
+  COMMIT_ORDER_INLINE void commit_unit(It last, position unit_end) {
+    if constexpr (partitioned) {
+      (void)last;
+      (void)unit_end;
+      if constexpr (batch_position_store<Store>) {
+        store_->commit(std::span<const start_at>(unit_ends_));
+        for (const start_at& s : unit_ends_)
+          entry(s.partition).committed = s.at;
+      } else {
+        for (const start_at& s : unit_ends_) {
+          store_commit<partitioned>(*store_, s.partition, s.at);
+          entry(s.partition).committed = s.at;
+        }
+      }
+    } else if constexpr (checks_offsets) {
+      store_->commit(unit_end, source_->fingerprint(*(last - 1)));
+      committed_ = unit_end;
+    } else {
+      (void)last;
+      store_commit<partitioned>(*store_, partition_id{0}, unit_end);
+      committed_ = unit_end;
+    }
+  }
+
   template <step_kind Step, std::size_t Index, class It>
   COMMIT_ORDER_INLINE void run_step(It first, It last, position unit_end, std::size_t unit_index) {
     if constexpr (Step == step_kind::write && async) {
@@ -872,17 +944,19 @@ class pipeline_impl {
       settle_failures();
       commit_all_completed();
     } else if constexpr (Step == step_kind::commit_position) {
-      if constexpr (partitioned) {
-        for (const start_at& s : unit_ends_) {
-          store_commit<partitioned>(*store_, s.partition, s.at);
-          entry(s.partition).committed = s.at;
+      if constexpr (interruptible) {
+        try {
+          commit_unit(last, unit_end);
+        } catch (const std::exception& e) {
+          if (dynamic_cast<const commit_interrupted*>(&e) == nullptr)
+            throw;
+          // Nothing of the unit was committed. Written first (AtLeastOnce), its rows stay;
+          // committed first (AtMostOnce), it is not written: either way it is read again.
+          ++refused_commits_;
+          throw unit_abandoned{};
         }
-      } else if constexpr (checks_offsets) {
-        store_->commit(unit_end, source_->fingerprint(*(last - 1)));
-        committed_ = unit_end;
       } else {
-        store_commit<partitioned>(*store_, partition_id{0}, unit_end);
-        committed_ = unit_end;
+        commit_unit(last, unit_end);
       }
       notify_unit_committed(unit_end);
     } else if constexpr (Step == step_kind::begin) {
@@ -1267,6 +1341,7 @@ class pipeline_impl {
   std::optional<record_ref> failed_{};
   std::size_t unit_size_ = 0;  // the records of the unit being processed (see process_unit)
   [[no_unique_address]] std::conditional_t<faults_enabled, std::size_t, nothing> units_started_{};
+  [[no_unique_address]] std::conditional_t<interruptible, std::size_t, nothing> refused_commits_{};
   bool recovered_ = false;
   bool tx_open_ = false;
 };

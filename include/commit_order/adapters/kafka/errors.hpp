@@ -13,6 +13,9 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
@@ -43,28 +46,84 @@ class client_error : public infrastructure_error {
   rd_kafka_resp_err_t code_;
 };
 
-/// The group coordinator refused an offset commit: this member's generation is stale or it is
-/// no longer a member (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
-/// FENCED_INSTANCE_ID). The position did not move; the partition's next owner starts from the
-/// last commit that was accepted, so the records since are read again, never skipped.
-class commit_refused final : public client_error {
- public:
-  commit_refused(partition_id partition, position at, rd_kafka_resp_err_t code)
-      : client_error("committing position " + std::to_string(at.value()) + " of partition " +
-                         std::to_string(partition.value()),
-                     code,
-                     "the group coordinator checks the member and its generation, and this "
-                     "member lost the partition in a rebalance; its records will be read again "
-                     "by the partition's next owner")
-      , partition_(partition)
-      , at_(at) {}
+/// What one partition of an offset commit came to: `code` NO_ERROR when the coordinator
+/// accepted `at`.
+struct partition_outcome final {
+  partition_id partition;
+  position at;
+  rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+  [[nodiscard]] bool committed() const noexcept { return code == RD_KAFKA_RESP_ERR_NO_ERROR; }
+};
 
-  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
-  [[nodiscard]] position at() const noexcept { return at_; }
+/// The group coordinator refused an offset commit: this member's generation is stale, it is no
+/// longer a member, or the group is rebalancing (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+/// REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID). A unit's positions are committed in one request;
+/// `outcomes()` says, per partition, what was committed, and the message says what that means
+/// under the policy: a refused partition's records are read again from its last accepted
+/// commit; an accepted one's, when the policy commits before the write, are lost if the write
+/// does not follow. `partition()` and `at()` are the first refused partition's.
+class commit_refused : public client_error {
+ public:
+  commit_refused(const std::string& topic, std::vector<partition_outcome> outcomes,
+                 std::string_view policy, bool commits_before_write)
+      : client_error("committing the unit's positions of topic " + topic, first_refusal(outcomes),
+                     describe(outcomes, policy, commits_before_write))
+      , outcomes_(std::move(outcomes)) {}
+
+  [[nodiscard]] const std::vector<partition_outcome>& outcomes() const noexcept {
+    return outcomes_;
+  }
+  [[nodiscard]] partition_id partition() const noexcept { return refused().partition; }
+  [[nodiscard]] position at() const noexcept { return refused().at; }
 
  private:
-  partition_id partition_;
-  position at_;
+  const partition_outcome& refused() const noexcept {
+    for (const partition_outcome& o : outcomes_)
+      if (!o.committed())
+        return o;
+    return outcomes_.front();
+  }
+
+  static rd_kafka_resp_err_t first_refusal(const std::vector<partition_outcome>& outcomes) {
+    for (const partition_outcome& o : outcomes)
+      if (!o.committed())
+        return o.code;
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
+  }
+
+  static std::string describe(const std::vector<partition_outcome>& outcomes,
+                              std::string_view policy, bool commits_before_write) {
+    std::string s = "the group coordinator checks the member and its generation";
+    for (const partition_outcome& o : outcomes) {
+      s += "; partition " + std::to_string(o.partition.value()) + ": ";
+      if (o.committed()) {
+        s += "committed at " + std::to_string(o.at.value());
+        s += commits_before_write
+                 ? " before the write (" + std::string(policy) +
+                       "), and the unit is not written: its records before " +
+                       std::to_string(o.at.value()) + " that were not written before are lost"
+                 : " after its records were written (" + std::string(policy) + ")";
+      } else {
+        s += std::string("refused (") + rd_kafka_err2name(o.code) + ") at " +
+             std::to_string(o.at.value()) + ": not committed, its records since the last " +
+             "accepted commit are read again by the partition's next owner" +
+             (commits_before_write ? " (the unit is not written)" : " (the sink absorbs them)");
+      }
+    }
+    return s;
+  }
+
+  std::vector<partition_outcome> outcomes_;
+};
+
+/// A commit refused because the consumer group is changing hands (REBALANCE_IN_PROGRESS, or a
+/// generation or membership a rebalance superseded), in every partition of the request: the
+/// world's, and it passes. The pipeline does not stop on it (commit_interrupted): the position
+/// is not believed committed, the unit is read again after the rebalance, and
+/// `pipeline::refused_commits()` counts it.
+class rebalance_refused final : public commit_refused, public commit_interrupted {
+ public:
+  using commit_refused::commit_refused;
 };
 
 /// A partition failed for good while it was being read (its topic was deleted, the client is

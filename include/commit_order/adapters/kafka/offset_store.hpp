@@ -7,9 +7,14 @@
 //
 // The store commits through the source's own consumer, so the group coordinator checks this
 // member and its generation on every commit: a member that lost its partitions in a rebalance
-// is refused (`commit_refused`), and its records are read again by their next owner.
-//   * explicit commits (every policy but AutoCommit): `commit(k, p)` returns once the
-//     coordinator has accepted p for partition k (synchronous, one partition at a time);
+// is refused (`commit_refused`), and its records are read again by their next owner. A refusal
+// because the group is rebalancing (`rebalance_refused`) is the world's and passes: the
+// pipeline does not stop, it reads the unit again after the rebalance and counts it
+// (`pipeline::refused_commits()`).
+//   * explicit commits (every policy but AutoCommit): a unit's positions go in one request,
+//     `commit(span<const start_at>)`, which returns once the coordinator accepted them all
+//     (synchronous); Kafka checks the generation once per request, so a unit is never
+//     committed in one partition and refused in another by a rebalance;
 //   * AtMostOnce<AutoCommit>: `commit(k, p)` hands p to librdkafka's offset store, and
 //     librdkafka's own auto-commit timer (enable.auto.commit=true, auto.commit.interval.ms =
 //     settings.auto_commit_interval) commits it whenever it fires — asynchronously, polled
@@ -21,7 +26,9 @@
 // such a sink's transaction instead: TransactionalPosition.)
 #pragma once
 
+#include <cstddef>
 #include <optional>
+#include <span>
 
 #include "commit_order/adapters/kafka/detail/consumer_core.hpp"
 #include "commit_order/adapters/kafka/options.hpp"
@@ -35,6 +42,8 @@ namespace commit_order::kafka {
 class offset_store final {
  public:
   using capabilities = commit_order::capabilities<Replicated>;
+  /// A group rebalancing refuses commits (rebalance_refused): the pipeline goes on.
+  static constexpr bool interruptible_commits = true;
 
   /// The store of `source`'s group (group.id is required). Keeps a reference: the source must
   /// outlive it.
@@ -53,20 +62,36 @@ class offset_store final {
   [[nodiscard]] std::optional<position> load(partition_id k) const { return client_->committed(k); }
 
   void commit(partition_id k, position p) {
+    const start_at one{k, p};
+    commit(std::span(&one, 1));
+  }
+
+  /// A unit's positions over several partitions, in one request (batch_position_store): the
+  /// coordinator accepts or refuses them together. Refused because the group is rebalancing:
+  /// `rebalance_refused`, which the pipeline takes as the world's (it goes on, and counts it
+  /// in refused_commits()); refused otherwise: `commit_refused`, with each partition's outcome.
+  void commit(std::span<const start_at> positions) {
+    if (positions.empty())
+      return;
     if (client_->mode() == commit_mode::auto_commit) {
-      client_->store_for_auto_commit(k, p);
+      for (const start_at& s : positions)
+        client_->store_for_auto_commit(s.partition, s.at);
     } else {
-      client_->commit_sync(k, p);
+      ++requests_;
+      client_->commit_sync(positions);
     }
-    ++commits_;
+    commits_ += positions.size();
   }
 
   /// Positions handed to commit() so far.
   [[nodiscard]] std::size_t commits() const noexcept { return commits_; }
+  /// Commit requests sent to the coordinator so far (explicit commits: one per unit).
+  [[nodiscard]] std::size_t requests() const noexcept { return requests_; }
 
  private:
   detail::client_core* client_;
   std::size_t commits_ = 0;
+  std::size_t requests_ = 0;
 };
 
 /// Kafka's committed offset of the one partition a partition_source reads.

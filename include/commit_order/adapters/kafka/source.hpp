@@ -97,8 +97,9 @@ class source_base {
  protected:
   source_base(const consumer_options& o, assignment_kind kind, const settings& s,
               std::vector<partition_id> partitions = {})
-      : core_(std::make_unique<consumer_core<Event, Codec>>(o, kind, mode, s.auto_commit_interval,
-                                                            Policy::name, std::move(partitions))) {}
+      : core_(std::make_unique<consumer_core<Event, Codec>>(
+            o, kind, mode, s.auto_commit_interval, Policy::name, policy_facts_v<Policy>.may_lose(),
+            std::move(partitions))) {}
 
   std::unique_ptr<consumer_core<Event, Codec>> core_;
 };

@@ -82,9 +82,9 @@ class partitioned_log final {
     void seek(partition_id k, position p) {
       cursor& c = cursor_of(k);
       if (p < log_->earliest(k))
-        throw position_lost(p, log_->earliest(k));
+        throw position_lost(k, p, log_->earliest(k));
       if (p > log_->end(k))
-        throw position_beyond_end(p, log_->end(k));
+        throw position_beyond_end(k, p, log_->end(k));
       c.next = p;
     }
 
@@ -97,7 +97,7 @@ class partitioned_log final {
       // Retention may have overtaken a cursor: it must hear so, never read on from earliest.
       for (const cursor& c : cursors_) {
         if (c.next < log_->earliest(c.partition))
-          throw position_lost(c.next, log_->earliest(c.partition));
+          throw position_lost(c.partition, c.next, log_->earliest(c.partition));
       }
       // Fetch in chunks per partition, as a broker returns one run of each partition at a time.
       const std::size_t chunk = std::max<std::size_t>(1, max / cursors_.size());

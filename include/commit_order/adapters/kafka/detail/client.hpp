@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "commit_order/adapters/kafka/errors.hpp"
 #include "commit_order/adapters/kafka/options.hpp"
@@ -106,6 +107,14 @@ constexpr bool is_refusal(rd_kafka_resp_err_t e) noexcept {
          e == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS || e == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID;
 }
 
+/// Refusals by which the group says it is changing hands: a rebalance under way, or a
+/// generation or membership one superseded. A member rejoins by itself at its next poll; a
+/// commit refused so is the world's, and passes.
+constexpr bool is_rebalance(rd_kafka_resp_err_t e) noexcept {
+  return e == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION || e == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID ||
+         e == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
+}
+
 /// Runs `attempt(timeout_ms)` until it succeeds, fails for good, or `budget` is spent; a
 /// transient error is retried after a short backoff. Returns the last result.
 template <class Attempt>
@@ -151,8 +160,22 @@ enum class protocol { eager, cooperative };
 
 /// The properties as librdkafka will see them: the user's, checked against what the policy
 /// needs, plus the library's own. Throws `configuration_refused` naming the property.
+/// Where librdkafka keeps a property: the global configuration, or the default topic
+/// configuration (which topic-level names and `topic.`-prefixed names reach).
+enum class conf_scope { global, topic };
+
+/// A property the library decides. `value` empty: librdkafka's default must stand (a legacy or
+/// deprecated property the library never sets, which no spelling may change either).
+struct owned_setting final {
+  std::string name;
+  conf_scope scope = conf_scope::global;
+  std::string value;
+  std::string why;
+};
+
 struct resolved_config final {
-  properties props;
+  properties props;                  // the user's, checked, plus what the library adds
+  std::vector<owned_setting> owned;  // applied first, then read back after the user's
   protocol rebalance = protocol::eager;
   std::string group_id;
 };
@@ -191,7 +214,11 @@ inline resolved_config resolve(const consumer_options& o, assignment_kind kind, 
                             "write as its type says; librdkafka's timer would commit what was "
                             "polled, written or not -- remove the property"));
   }
-  r.props["enable.auto.commit"] = auto_commit ? "true" : "false";
+  r.props.erase("enable.auto.commit");
+  r.owned.push_back({"enable.auto.commit", conf_scope::global, auto_commit ? "true" : "false",
+                     auto_commit ? "AutoCommit is librdkafka's own auto-commit"
+                                 : "this policy commits the position itself; librdkafka's timer "
+                                   "would commit what was polled, written or not"});
 
   // enable.auto.offset.store: librdkafka would store each message's offset as it hands it
   // out, before the application has done anything with it (librdkafka #1122). The library
@@ -204,7 +231,10 @@ inline resolved_config resolve(const consumer_options& o, assignment_kind kind, 
              "it is written; the pipeline stores the position its policy says -- remove the "
              "property");
   }
-  r.props["enable.auto.offset.store"] = "false";
+  r.props.erase("enable.auto.offset.store");
+  r.owned.push_back({"enable.auto.offset.store", conf_scope::global, "false",
+                     "librdkafka would store each offset as the message is polled, before it is "
+                     "written"});
 
   // auto.offset.reset: any reset but "error" silently jumps over records retention deleted
   // (earliest) or over everything unread (latest, librdkafka's default).
@@ -215,7 +245,10 @@ inline resolved_config resolve(const consumer_options& o, assignment_kind kind, 
              "retention deleted is reported as position_lost and one past the end as "
              "position_beyond_end -- remove the property");
   }
-  r.props["auto.offset.reset"] = "error";
+  r.props.erase("auto.offset.reset");
+  r.owned.push_back({"auto.offset.reset", conf_scope::topic, "error",
+                     "any other reset jumps over records without a trace, where \"error\" "
+                     "reports position_lost or position_beyond_end"});
 
   // auto.commit.interval.ms: AutoCommit's interval is the pipeline's,
   // settings.auto_commit_interval.
@@ -229,8 +262,39 @@ inline resolved_config resolve(const consumer_options& o, assignment_kind kind, 
              interval +
              " ms), which the pipeline's AutoCommit timer uses: set the interval there only");
   }
+  r.props.erase("auto.commit.interval.ms");
   if (auto_commit)
-    r.props["auto.commit.interval.ms"] = interval;
+    r.owned.push_back({"auto.commit.interval.ms", conf_scope::global, interval,
+                       "AutoCommit's interval is settings.auto_commit_interval"});
+  else
+    r.owned.push_back({"auto.commit.interval.ms",
+                       conf_scope::global,
+                       {},
+                       "the policy does not auto-commit: nothing runs on that interval"});
+
+  // isolation.level: under read_uncommitted a transactional producer's aborted records would be
+  // written, and its open transactions read before they commit.
+  if (const std::string* v = given("isolation.level")) {
+    if (lower(*v) != "read_committed")
+      refuse("isolation.level=" + *v + " is refused under the policy " + policy +
+             ": records of aborted or still open transactions would be written as if they had "
+             "been produced -- remove the property (read_committed is the library's)");
+  }
+  r.props.erase("isolation.level");
+  r.owned.push_back({"isolation.level", conf_scope::global, "read_committed",
+                     "records of aborted or open transactions would be written"});
+
+  // Legacy and deprecated spellings of what the policy decides: librdkafka keeps topic-level
+  // twins (used by its legacy consumer) and an offset store method. None may be changed.
+  r.owned.push_back({"enable.auto.commit", conf_scope::topic, auto_commit ? "true" : "false",
+                     "the topic-level twin of enable.auto.commit follows the policy too"});
+  for (const char* legacy : {"auto.commit.interval.ms", "offset.store.method"})
+    r.owned.push_back(
+        {legacy, conf_scope::topic, {}, "a topic-level twin of a setting the policy decides"});
+  r.owned.push_back({"offset.store.method",
+                     conf_scope::global,
+                     {},
+                     "positions are committed to the broker, or not at all, as the policy says"});
 
   if (const std::string* g = given("group.id"))
     r.group_id = *g;
@@ -267,6 +331,84 @@ inline resolved_config resolve(const consumer_options& o, assignment_kind kind, 
       r.props["group.id"] = unnamed_group();
   }
   return r;
+}
+
+// ---- the configuration as librdkafka holds it ---------------------------------------------
+
+/// The default topic configuration of `conf`, created if there is none yet.
+inline rd_kafka_topic_conf_t* default_topic_conf(rd_kafka_conf_t* conf) {
+  if (rd_kafka_topic_conf_t* t = rd_kafka_conf_get_default_topic_conf(conf))
+    return t;
+  rd_kafka_topic_conf_t* t = rd_kafka_topic_conf_new();
+  rd_kafka_conf_set_default_topic_conf(conf, t);  // takes it
+  return rd_kafka_conf_get_default_topic_conf(conf);
+}
+
+/// The value librdkafka holds for `name` in `scope` (its canonical spelling: "true", "error").
+inline std::string effective(rd_kafka_conf_t* conf, conf_scope scope, const std::string& name) {
+  char value[512];
+  std::size_t size = sizeof value;
+  const rd_kafka_conf_res_t res =
+      scope == conf_scope::global
+          ? rd_kafka_conf_get(conf, name.c_str(), value, &size)
+          : rd_kafka_topic_conf_get(default_topic_conf(conf), name.c_str(), value, &size);
+  if (res != RD_KAFKA_CONF_OK)
+    throw configuration_refused("commit_order::kafka: librdkafka does not know the property " +
+                                name + ", which this adapter must read back");
+  return std::string(value);
+}
+
+/// Sets `name=value` in `scope` of `conf`; a refusal names the property.
+inline void set_property(rd_kafka_conf_t* conf, conf_scope scope, const std::string& name,
+                         const std::string& value) {
+  char err[512];
+  const rd_kafka_conf_res_t res =
+      scope == conf_scope::global
+          ? rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err)
+          : rd_kafka_topic_conf_set(default_topic_conf(conf), name.c_str(), value.c_str(), err,
+                                    sizeof err);
+  if (res != RD_KAFKA_CONF_OK)
+    throw configuration_refused("commit_order::kafka: librdkafka refused " + name + "=" + value +
+                                ": " + err);
+}
+
+/// The configuration librdkafka will run with: the library's settings first, then the user's,
+/// then every setting the library owns read back, in the scope librdkafka keeps it. librdkafka
+/// routes `topic.`-prefixed names, topic-level names and aliases to scopes the user's names do
+/// not show; what it holds is what counts, so any difference from the library's value is
+/// refused, naming the property, the scope and the policy.
+inline conf_ptr build_conf(const resolved_config& r, std::string_view policy_name) {
+  conf_ptr conf(rd_kafka_conf_new());
+  conf_ptr pristine(rd_kafka_conf_new());  // librdkafka's defaults, in its own spelling
+  std::vector<std::string> wanted;
+  wanted.reserve(r.owned.size());
+  for (const owned_setting& s : r.owned) {
+    if (s.value.empty()) {
+      wanted.push_back(effective(pristine.get(), s.scope, s.name));
+    } else {
+      set_property(conf.get(), s.scope, s.name, s.value);
+      set_property(pristine.get(), s.scope, s.name, s.value);
+      wanted.push_back(effective(pristine.get(), s.scope, s.name));
+    }
+  }
+  for (const auto& [key, value] : r.props)
+    set_property(conf.get(), conf_scope::global, key, value);
+  for (std::size_t i = 0; i < r.owned.size(); ++i) {
+    const owned_setting& s = r.owned[i];
+    const std::string got = effective(conf.get(), s.scope, s.name);
+    if (got != wanted[i])
+      throw configuration_refused(
+          "commit_order::kafka: " +
+          std::string(s.scope == conf_scope::topic ? "the topic-level property "
+                                                   : "the property ") +
+          s.name + " is " + got + " once consumer_options.config is applied, but " +
+          (s.value.empty() ? "it must keep librdkafka's default, " + wanted[i] + ", "
+                           : "the library sets it to " + wanted[i] + " ") +
+          "under the policy " + std::string(policy_name) + ": " + s.why +
+          ". librdkafka also takes a property under a \"topic.\" prefix, a topic-level name or an "
+          "alias -- remove the entry that sets it");
+  }
+  return conf;
 }
 
 // ---- the group generation ------------------------------------------------------------------

@@ -46,19 +46,18 @@ namespace commit_order::kafka::detail {
 class client_core {
  public:
   client_core(const consumer_options& o, assignment_kind kind, commit_mode mode,
-              std::chrono::milliseconds auto_commit_interval, std::string_view policy_name)
-      : options_(o), kind_(kind), mode_(mode) {
+              std::chrono::milliseconds auto_commit_interval, std::string_view policy_name,
+              bool commits_before_write)
+      : options_(o)
+      , kind_(kind)
+      , mode_(mode)
+      , policy_name_(policy_name)
+      , commits_before_write_(commits_before_write) {
     resolved_config r = resolve(o, kind, mode, auto_commit_interval, policy_name);
     group_id_ = r.group_id;
     rebalance_ = r.rebalance;
-    conf_ptr conf(rd_kafka_conf_new());
+    conf_ptr conf = build_conf(r, policy_name);
     char err[512];
-    for (const auto& [key, value] : r.props) {
-      if (rd_kafka_conf_set(conf.get(), key.c_str(), value.c_str(), err, sizeof err) !=
-          RD_KAFKA_CONF_OK)
-        throw configuration_refused("commit_order::kafka: librdkafka refused " + key + "=" + value +
-                                    ": " + err);
-    }
     rd_kafka_conf_set_opaque(conf.get(), this);
     rd_kafka_conf_set_error_cb(conf.get(), &client_core::error_cb);
     // Results of commits nobody waits for (librdkafka's auto-commit, asynchronous reports):
@@ -156,27 +155,61 @@ class client_core {
   /// Commits p for partition k and returns once the coordinator accepted it. The coordinator
   /// checks this member's generation (inside a group): a refusal is `commit_refused`.
   void commit_sync(partition_id k, position p) {
+    const start_at one{k, p};
+    commit_sync(std::span(&one, 1));
+  }
+
+  /// Commits every partition's position in one request and returns once the coordinator has
+  /// accepted them all. Kafka checks the member and its generation once per request, so a
+  /// rebalance refuses the whole request, never one partition of it: `rebalance_refused`
+  /// (commit_interrupted) for a group member; another refusal, or a partial one, is
+  /// `commit_refused` with each partition's outcome.
+  void commit_sync(std::span<const start_at> positions) {
+    if (positions.empty())
+      return;
     require_group("committing offsets");
-    list_ptr list = make_list(1);
-    rd_kafka_topic_partition_list_add(list.get(), topic().c_str(), k.value())->offset = p.value();
+    list_ptr list = make_list(static_cast<int>(positions.size()));
+    for (const start_at& s : positions)
+      rd_kafka_topic_partition_list_add(list.get(), topic().c_str(), s.partition.value())->offset =
+          s.at.value();
+    sync_commit_result r;
     const auto e = retrying(options_.request_timeout, [&](int) {
       // rd_kafka_commit_queue with no queue waits for the result and hands it, per partition,
       // to this call's own callback (not to the offset_commit_cb, which counts only commits
       // nobody waits for).
-      sync_commit_result r;
+      r = sync_commit_result{};
+      r.codes.assign(positions.size(), RD_KAFKA_RESP_ERR_NO_ERROR);
+      r.topic = &topic();
+      r.positions = positions;
       const auto overall =
           rd_kafka_commit_queue(rk_.get(), list.get(), nullptr, &client_core::sync_commit_cb, &r);
       if (overall != RD_KAFKA_RESP_ERR_NO_ERROR)
         return overall;
-      return r.partition_error;
+      return r.first_error();
     });
     if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
       return;
-    if (is_refusal(e))
-      throw commit_refused(k, p, e);
-    throw client_error("committing position " + std::to_string(p.value()) + " of " + topic() +
-                           " partition " + std::to_string(k.value()),
-                       e);
+    std::vector<partition_outcome> outcomes;
+    outcomes.reserve(positions.size());
+    bool any_refusal = false;
+    bool all_rebalance = true;
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+      // An overall error with no partition's own: every partition had it.
+      const rd_kafka_resp_err_t code = r.answered ? r.codes[i] : e;
+      outcomes.push_back(partition_outcome{positions[i].partition, positions[i].at, code});
+      any_refusal = any_refusal || is_refusal(code);
+      all_rebalance = all_rebalance && is_rebalance(code);
+    }
+    if (all_rebalance && kind_ == assignment_kind::group)
+      throw rebalance_refused(topic(), std::move(outcomes), policy_name_, commits_before_write_);
+    if (any_refusal)
+      throw commit_refused(topic(), std::move(outcomes), policy_name_, commits_before_write_);
+    std::string which;
+    for (const partition_outcome& o : outcomes)
+      which += (which.empty() ? "" : ", ") + std::to_string(o.partition.value()) + "@" +
+               std::to_string(o.at.value()) + (o.committed() ? " committed" : " not committed");
+    throw client_error(
+        "committing positions of " + topic() + " (partition@position: " + which + ")", e);
   }
 
   /// Hands p for partition k to librdkafka's offset store: its auto-commit timer commits it
@@ -250,17 +283,44 @@ class client_core {
   topic_ptr topic_;
 
  private:
+  // Each partition's answer, in the order of the request's positions.
   struct sync_commit_result {
-    rd_kafka_resp_err_t partition_error = RD_KAFKA_RESP_ERR_NO_ERROR;
+    const std::string* topic = nullptr;
+    std::span<const start_at> positions;
+    std::vector<rd_kafka_resp_err_t> codes;
+    rd_kafka_resp_err_t overall = RD_KAFKA_RESP_ERR_NO_ERROR;
+    bool answered = false;  // the callback ran with the partitions' own answers
+
+    [[nodiscard]] rd_kafka_resp_err_t first_error() const noexcept {
+      if (overall != RD_KAFKA_RESP_ERR_NO_ERROR && !answered)
+        return overall;
+      for (const rd_kafka_resp_err_t c : codes)
+        if (c != RD_KAFKA_RESP_ERR_NO_ERROR)
+          return c;
+      return overall;
+    }
   };
 
   static void sync_commit_cb(rd_kafka_t*, rd_kafka_resp_err_t err,
                              rd_kafka_topic_partition_list_t* offsets, void* opaque) noexcept {
     auto* r = static_cast<sync_commit_result*>(opaque);
-    r->partition_error = err;
-    if (offsets != nullptr)
-      for (int i = 0; i < offsets->cnt && r->partition_error == RD_KAFKA_RESP_ERR_NO_ERROR; ++i)
-        r->partition_error = offsets->elems[i].err;
+    r->overall = err;
+    if (offsets == nullptr)
+      return;
+    r->answered = true;
+    for (std::size_t i = 0; i < r->positions.size(); ++i) {
+      // The request's partitions, each with its own error (an error of the whole request is
+      // set on every partition by librdkafka).
+      rd_kafka_resp_err_t code = err;
+      for (int j = 0; j < offsets->cnt; ++j) {
+        const rd_kafka_topic_partition_t& p = offsets->elems[j];
+        if (p.partition == r->positions[i].partition.value() && *r->topic == p.topic) {
+          code = p.err;
+          break;
+        }
+      }
+      r->codes[i] = code;
+    }
   }
 
   static void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque) noexcept {
@@ -306,6 +366,8 @@ class client_core {
   consumer_options options_;
   assignment_kind kind_;
   commit_mode mode_;
+  std::string policy_name_;    // for what a refused commit means under it
+  bool commits_before_write_;  // the policy commits the position before the write (loses)
   protocol rebalance_ = protocol::eager;
   std::string group_id_;
   std::size_t transient_count_ = 0;
@@ -324,8 +386,8 @@ class consumer_core final : public client_core {
   /// subscribes to the topic.
   consumer_core(const consumer_options& o, assignment_kind kind, commit_mode mode,
                 std::chrono::milliseconds auto_commit_interval, std::string_view policy_name,
-                std::vector<partition_id> partitions = {})
-      : client_core(o, kind, mode, auto_commit_interval, policy_name) {
+                bool commits_before_write, std::vector<partition_id> partitions = {})
+      : client_core(o, kind, mode, auto_commit_interval, policy_name, commits_before_write) {
     if (kind == assignment_kind::manual) {
       std::ranges::sort(partitions);
       if (std::ranges::adjacent_find(partitions) != partitions.end())
@@ -625,11 +687,11 @@ class consumer_core final : public client_core {
       const auto [lo, hi] = watermarks(k);
       const std::int64_t at = m.offset >= 0 ? m.offset : q->next;
       if (at < lo) {
-        fail(std::make_exception_ptr(position_lost(position{at}, position{lo})));
+        fail(std::make_exception_ptr(position_lost(k, position{at}, position{lo})));
         return false;
       }
       if (at > hi) {
-        fail(std::make_exception_ptr(position_beyond_end(position{at}, position{hi})));
+        fail(std::make_exception_ptr(position_beyond_end(k, position{at}, position{hi})));
         return false;
       }
       // Inside the log after all (a broker that answered out of range for a moment): read on
