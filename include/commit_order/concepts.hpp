@@ -308,10 +308,22 @@ concept fingerprint_store = requires(S& s, position p, std::uint64_t f) {
 template <class S>
 concept any_position_store = position_store<S> || partitioned_position_store<S>;
 
-/// Where records that failed for good go: `put(source_offset, event, reason)` is durable on
-/// return, at the sink's declared durability level.
+/// A dead-letter sink told each record's partition: `put(partition, source_offset, event,
+/// reason)`. The pipeline calls this form when the sink has it (a partitioned source's offsets
+/// name a record only with their partition).
 template <class D, class Event>
-concept dead_letter_sink = requires(D& d, offset o, const Event& e, const char* reason) {
+concept partitioned_dead_letter_sink = requires(D& d, partition_id k, offset o, const Event& e,
+                                                const char* reason) {
+  d.put(k, o, e, reason);
+};
+
+/// Where records that failed for good go: `put(source_offset, event, reason)` (or the
+/// partitioned form) is durable on return, at the sink's declared durability level. A letter is
+/// keyed by its record, (partition, offset): a replay that gives up on the same record again
+/// -- after a crash between the letter and the unit's commit -- must not add a second one.
+template <class D, class Event>
+concept dead_letter_sink = partitioned_dead_letter_sink<D, Event> ||
+    requires(D& d, offset o, const Event& e, const char* reason) {
   d.put(o, e, reason);
 };
 

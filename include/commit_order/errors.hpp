@@ -47,7 +47,9 @@ class error : public std::runtime_error {
 /// record's, never dead-lettered, and the position does not move past it. The open unit is
 /// rolled back, the error propagates as it is, and the next poll recovers from the durable
 /// position and redoes the unit. Adapters classify their errors: a record's failure (a
-/// constraint it violates, a value the sink refuses) is any other exception.
+/// constraint it violates, a value the sink refuses) is any other exception -- except an
+/// allocation failure (std::bad_alloc), which is the world's like this one, whichever part
+/// raised it: the process ran out of memory, the record did nothing wrong.
 class infrastructure_error : public error {
  public:
   using error::error;

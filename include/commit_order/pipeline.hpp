@@ -126,7 +126,7 @@ class pipeline final
     // failed), and code that uses its members adds no error to the rule's.
     // BEGIN GENERATED RULE CHECKS
     // clang-format off
-    static_assert(rules::registry_fingerprint == 0x71060fadd2c79e42ULL,
+    static_assert(rules::registry_fingerprint == 0x11544acd5328d873ULL,
                   "commit_order: the rule checks in pipeline.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
     static_assert(!std::is_same_v<verdict, rules::unknown_option>,
                   "commit_order S0: unknown or repeated pipeline option -- each of with_store, with_clock, with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and with_executor may be given once");
@@ -184,6 +184,8 @@ class pipeline final
                   "commit_order S22: an observer's on(event, ...) overload does not take what the pipeline passes -- on(polled, size_t, position); on(row_written | replay_absorbed | dead_lettered | record_failed, offset); on(unit_committed | auto_committed, position); on(retried, offset, size_t)");
     static_assert(!std::is_same_v<verdict, rules::partition_scoped_apply>,
                   "commit_order S26: the sink declares PartitionScoped but has no apply(partition_id, offset, const row_type&) -- its rows must record the partition they came from");
+    static_assert(!std::is_same_v<verdict, rules::source_policy_mismatch>,
+                  "commit_order S27: the source was built for another policy than the pipeline's -- give the source the pipeline's policy (e.g. kafka::group_source<Event, AtLeastOnce<>> in a pipeline of AtLeastOnce<>): it sets up its commits for the policy it is given");
     static_assert(!std::is_same_v<verdict, rules::side_effects_need_outbox>,
                   "commit_order R7: a SideEffecting sink cannot be made idempotent by ordering -- write to an outbox with a claim check and send from there");
     static_assert(!std::is_same_v<verdict, rules::key_must_derive_from_event>,

@@ -14,24 +14,36 @@
 
 namespace commit_order {
 
+/// One partition's figures, each counting one thing. With `read`, `committed` and the sink's
+/// watermark in order on the source's offsets:
+///
+///     earliest ... applied watermark | ... read | ... source_end
+///     unapplied = read - (watermark + 1)        unread = source_end - read
+///     uncommitted = read - committed             (the position's lag behind the read)
+///
+/// The records not yet in the sink are `unread() + *unapplied()`: the two never overlap.
 struct progress final {
   position read{};                          ///< where the next poll reads
   position committed{};                     ///< the last durable position
   std::optional<offset> applied_watermark;  ///< highest source offset in the sink, if it says
   position source_end{};                    ///< just past the source's last record
   partition_id partition{};                 ///< the partition these figures are of
+  bool reports_watermark = false;           ///< the sink reports an applied watermark
 
   /// Records the consumer has not read yet.
   [[nodiscard]] constexpr std::int64_t unread() const noexcept { return source_end - read; }
   /// Records read but not yet covered by a durable position.
   [[nodiscard]] constexpr std::int64_t uncommitted() const noexcept { return read - committed; }
-  /// Records past the sink's applied watermark (all of them when the sink holds none); empty
-  /// when the sink cannot report a watermark.
+  /// Records read but not yet applied: between the sink's watermark and the read position
+  /// (every record read since `earliest` while the sink holds none of this partition's rows;
+  /// 0 when a replay reads again what the sink holds). Empty when the sink cannot report a
+  /// watermark: then nothing says what was applied, and `uncommitted()` is the bound.
   [[nodiscard]] constexpr std::optional<std::int64_t> unapplied(position earliest = position{
                                                                     0}) const noexcept {
-    if (!applied_watermark)
-      return source_end - earliest;
-    return source_end - position::after(*applied_watermark);
+    if (!reports_watermark)
+      return std::nullopt;
+    const position applied_to = applied_watermark ? position::after(*applied_watermark) : earliest;
+    return read > applied_to ? read - applied_to : 0;
   }
 };
 

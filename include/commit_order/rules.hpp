@@ -733,6 +733,27 @@ struct partition_scoped_apply final {
                                    !partitioned_sink<typename C::sink_type>;
 };
 
+/// S27 — a source built for a policy (it declares `policy_type`: the Kafka sources, which set
+/// up auto-commit and their commit requests from it) must be built for the pipeline's policy:
+/// written twice, the two can disagree, and librdkafka's timer moves offsets under a pipeline
+/// typed at-least-once.
+struct source_policy_mismatch final {
+  static constexpr std::string_view id = "S27";
+  static constexpr std::string_view message =
+      "commit_order S27: the source was built for another policy than the pipeline's -- give "
+      "the source the pipeline's policy (e.g. kafka::group_source<Event, AtLeastOnce<>> in a "
+      "pipeline of AtLeastOnce<>): it sets up its commits for the policy it is given";
+  static constexpr std::string_view prevents =
+      "commits made for one policy under a pipeline typed for another";
+  template <class C>
+  static constexpr bool violated = [] {
+    if constexpr (requires { typename C::source_type::policy_type; })
+      return !std::is_same_v<typename C::source_type::policy_type, typename C::policy_type>;
+    else
+      return false;
+  }();
+};
+
 /// R19 — a partitioned source has a position per partition, and somewhere must keep them all.
 struct positions_per_partition final {
   static constexpr std::string_view id = "R19";
@@ -782,14 +803,15 @@ using all_rules = rule_list<
     transactional_position_shape, load_position_type, not_a_position_store,
     store_durability_undeclared, bad_error_handling, not_dead_letters, not_an_executor,
     unused_dead_letters, unused_store, unused_clock, bad_clock, bad_fault_injector,
-    observer_hook_mismatch, partition_scoped_apply, side_effects_need_outbox,
-    key_must_derive_from_event, auto_commit_makes_order_lossy, auto_commit_needs_idempotent_sink,
-    replay_needs_idempotent_sink, position_needs_transactional_sink,
-    transactional_position_needs_offset_guard, offset_guard_needs_partition, ledger_must_not_lose,
-    position_store_missing, positions_per_partition, group_needs_fencing_sink,
-    sink_less_durable_than_store, store_less_durable_than_sink, source_less_durable_than_position,
-    dead_letters_missing, dead_letters_less_durable, executor_needs_concurrent_sink,
-    executor_splits_transaction, out_of_order_needs_offset_guard, retry_needs_idempotent_sink>;
+    observer_hook_mismatch, partition_scoped_apply, source_policy_mismatch,
+    side_effects_need_outbox, key_must_derive_from_event, auto_commit_makes_order_lossy,
+    auto_commit_needs_idempotent_sink, replay_needs_idempotent_sink,
+    position_needs_transactional_sink, transactional_position_needs_offset_guard,
+    offset_guard_needs_partition, ledger_must_not_lose, position_store_missing,
+    positions_per_partition, group_needs_fencing_sink, sink_less_durable_than_store,
+    store_less_durable_than_sink, source_less_durable_than_position, dead_letters_missing,
+    dead_letters_less_durable, executor_needs_concurrent_sink, executor_splits_transaction,
+    out_of_order_needs_offset_guard, retry_needs_idempotent_sink>;
 
 namespace detail {
 // Each predicate is only instantiated once every rule before it has passed.

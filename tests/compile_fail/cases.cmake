@@ -103,6 +103,8 @@ compile_fail_case(s25_source_durability_undeclared S25
   "commit_order S25: the source declares no durability")
 compile_fail_case(s26_partition_scoped_apply S26
   "commit_order S26: the sink declares PartitionScoped but has no apply\\(partition_id, offset, const row_type&\\)")
+compile_fail_case(s27_source_policy_mismatch S27
+  "commit_order S27: the source was built for another policy than the pipeline's")
 compile_fail_case(r17_offset_guard_needs_partition R17
   "commit_order R17: a partitioned source feeds an offset-guarded sink whose rows do not carry their partition")
 compile_fail_case(r18_group_needs_fencing_sink R18

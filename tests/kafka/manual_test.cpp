@@ -633,6 +633,23 @@ TEST_CASE("an undecodable message stops the source before it, after the records 
   }
 }
 
+// ---- the policy is named once --------------------------------------------------------------
+
+// Issue 21, item 6: a source built for AtMostOnce<AutoCommit> (librdkafka's timer commits what
+// was polled) or for TransactionalPosition compiled inside an AtLeastOnce pipeline. Rule S27
+// refuses it; the source built for the pipeline's own policy is legal.
+using alo_store_pipeline = co::with_store<kf::offset_store>;
+static_assert(std::is_same_v<co::verdict_t<kf::group_source<order, co::AtMostOnce<co::AutoCommit>>,
+                                           shared_table<co::Replicated>::session, co::AtLeastOnce<>,
+                                           alo_store_pipeline>,
+                             co::rules::source_policy_mismatch>);
+static_assert(std::is_same_v<
+              co::verdict_t<kf::assigned_source<order, co::TransactionalPosition<>>,
+                            order_table<co::Replicated>, co::AtLeastOnce<>, alo_store_pipeline>,
+              co::rules::source_policy_mismatch>);
+static_assert(co::is_legal_v<kf::assigned_source<order, co::AtLeastOnce<>>,
+                             order_table<co::Replicated>, co::AtLeastOnce<>, alo_store_pipeline>);
+
 // ---- the configuration is the library's ------------------------------------------------------
 
 TEST_CASE("configuration contradicting the policy is refused, not overridden") {

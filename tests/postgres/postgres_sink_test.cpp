@@ -4,10 +4,12 @@
 // guards keep and refuse, fencing, and durability as the server reports it.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pg_orders.hpp"
@@ -209,6 +211,80 @@ TEST_CASE("values of every column type go through the arrays unchanged") {
   CHECK_THROWS_AS(sink.apply(p0, co::offset{99}, odd_event{std::string("nul\0byte", 8)}),
                   pg::record_error);
   sink.rollback();
+}
+
+TEST_CASE("floating-point keys are compared as PostgreSQL does: NaN is one key, no row collapses") {
+  // Issue 21, item 8: de-duplicating a unit by `<` took NaN for equal to its neighbours, and 2
+  // of 4 rows with keys 1.5, NaN, 2.5, 3.5 were written while the position moved past all 4.
+  struct reading {
+    double sensor = 0;
+    std::int64_t value = 0;
+  };
+  struct readings final
+      : pg::table_layout<"readings", reading,
+                         pg::key_columns<pg::column<"sensor", &reading::sensor>>,
+                         pg::value_columns<pg::column<"value", &reading::value>>> {};
+  const std::string schema = fresh_schema(conninfo(), "t_float_keys");
+  pg::guarded_upsert_sink<readings, pg::buffered> sink(conninfo(), in_schema(schema));
+  const double nan = std::nan("");
+  sink.begin();
+  sink.apply(p0, co::offset{0}, reading{1.5, 1});
+  sink.apply(p0, co::offset{1}, reading{nan, 2});
+  sink.apply(p0, co::offset{2}, reading{2.5, 3});
+  sink.apply(p0, co::offset{3}, reading{3.5, 4});
+  sink.commit();
+  client c(conninfo(), schema);
+  CHECK(c.count("readings") == 4);
+  CHECK(c.integer("SELECT value FROM readings WHERE sensor = 'NaN'") == 2);
+  // The database's equality: a second NaN is the same key (the newer offset wins), and -0 is +0.
+  sink.begin();
+  sink.apply(p0, co::offset{4}, reading{nan, 5});
+  sink.apply(p0, co::offset{5}, reading{-0.0, 6});
+  sink.apply(p0, co::offset{6}, reading{2.5, 7});
+  sink.apply(p0, co::offset{7}, reading{nan, 8});
+  sink.apply(p0, co::offset{8}, reading{0.0, 9});
+  sink.commit();
+  CHECK(c.count("readings") == 5);
+  CHECK(c.integer("SELECT value FROM readings WHERE sensor = 'NaN'") == 8);
+  CHECK(c.integer("SELECT value FROM readings WHERE sensor = 0") == 9);
+  CHECK(c.integer("SELECT value FROM readings WHERE sensor = 2.5") == 7);
+  CHECK(sink.stats().rows_collapsed == 2);
+}
+
+TEST_CASE("members starting at once create their schema and tables once, and none fails") {
+  // Issue 21, item 13: CREATE SCHEMA IF NOT EXISTS raced, and 6 to 17 of 20 simultaneous starts
+  // failed with a unique violation thrown as a record's error.
+  const std::string schema = "t_start_race";
+  client(conninfo()).exec("DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
+  constexpr int members = 20;
+  std::atomic<int> ready{0};
+  std::atomic<int> failed{0};
+  std::vector<std::string> why(members);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < members; ++i) {
+    threads.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < members)
+        std::this_thread::yield();
+      try {
+        guarded<> sink(conninfo(), in_schema(schema));
+        sink.begin();
+        sink.apply(p0, co::offset{i}, ev(i + 1, 1));
+        sink.commit();
+      } catch (const std::exception& e) {
+        ++failed;
+        why[static_cast<std::size_t>(i)] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : threads)
+    t.join();
+  for (const std::string& w : why)
+    if (!w.empty())
+      FAIL_CHECK(w);
+  CHECK(failed.load() == 0);
+  client c(conninfo(), schema);
+  CHECK(c.count("orders_flat") == members);
 }
 
 // ---- the guards --------------------------------------------------------------------------------

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -354,6 +356,83 @@ TEST_CASE("dead_letter / AtLeastOnce and AtMostOnce: the record goes aside, the 
   }
   REQUIRE(dl.letters().size() == 1);
   CHECK(dl.letters()[0].source_offset == bad);
+}
+
+TEST_CASE("dead letters are keyed by their record: a replay after a crash adds none") {
+  // Issue 21, item 16: a crash after the letter was written and before the unit committed
+  // replays the unit, the record fails again, and a second letter was written for it.
+  struct crash_after_first_letter {
+    const letters* dl = nullptr;
+    bool fired = false;
+    void at(const co::fault_point& p) {
+      if (!fired && dl != nullptr && !dl->letters().empty()) {
+        fired = true;
+        throw co::injected_crash{p};
+      }
+    }
+  };
+  order_log log = five_hundred();
+  guarded_tx_table table;
+  letters dl;
+  flaky_sink<guarded_tx_table> sink{table, {{bad, -1}}};
+  co::pipeline<order_log, flaky_sink<guarded_tx_table>, co::TransactionalPosition<>,
+               co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters>,
+               co::with_faults<crash_after_first_letter>>
+      p(log, sink, dl, one_batch);
+  p.faults().dl = &dl;
+  CHECK_THROWS_AS(p.poll_once(), co::injected_crash);
+  REQUIRE(dl.letters().size() == 1);
+  CHECK_FALSE(table.load_position().has_value());  // the unit did not commit
+  CHECK(p.run() == 500);                           // recovered: the unit again, from 0
+  CHECK(table.load_position() == co::position{500});
+  REQUIRE(dl.letters().size() == 1);  // one failed record, one letter
+  CHECK(dl.letters()[0].source_offset == bad);
+  CHECK(dl.repeats() == 1);
+  // Keyed by partition too: the same offset of two partitions is two records.
+  letters direct;
+  direct.put(co::partition_id{0}, co::offset{5}, order_event{}, "a");
+  direct.put(co::partition_id{1}, co::offset{5}, order_event{}, "b");
+  direct.put(co::partition_id{0}, co::offset{5}, order_event{}, "a again");
+  REQUIRE(direct.letters().size() == 2);
+  CHECK(direct.letters()[1].source_partition == co::partition_id{1});
+  CHECK(direct.repeats() == 1);
+}
+
+TEST_CASE("an allocation failure is the world's: never retried, never dead-lettered") {
+  // Issue 21, item 11: a std::bad_alloc while a sink buffered a row was dead-lettered as the
+  // record's failure, and the position moved past it.
+  struct out_of_memory_at {
+    guarded_tx_table* table = nullptr;
+    using row_type = order_event;
+    using key_type = order_key;
+    using capabilities = guarded_tx_table::capabilities;
+    co::offset at{};
+    void apply(co::offset o, const order_event& e) {
+      if (o == at)
+        throw std::bad_alloc();
+      table->apply(o, e);
+    }
+    void begin() { table->begin(); }
+    void commit() { table->commit(); }
+    void rollback() noexcept { table->rollback(); }
+    [[nodiscard]] std::optional<co::position> load_position() const {
+      return table->load_position();
+    }
+    void store_position(co::position p) { table->store_position(p); }
+  };
+  order_log log = five_hundred();
+  guarded_tx_table table;
+  letters dl;
+  out_of_memory_at sink{&table, bad};
+  co::pipeline<order_log, out_of_memory_at, co::TransactionalPosition<>,
+               co::with_error_handling<co::dead_letter<2>>, co::with_dead_letters<letters>,
+               co::with_observer<co::counting_observer>>
+      p(log, sink, dl, one_batch);
+  CHECK_THROWS_AS(p.poll_once(), std::bad_alloc);
+  CHECK(dl.letters().empty());
+  CHECK(p.observer().retries == 0);
+  CHECK_FALSE(table.load_position().has_value());
+  CHECK(table.size() == 0);
 }
 
 TEST_CASE("a failing dead-letter sink stops the pipeline before the position passes the record") {

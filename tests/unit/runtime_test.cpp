@@ -2,6 +2,7 @@
 // Splits, progress, observers, fencing and fault points: the rest of what the loop owes.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <set>
 #include <vector>
 
@@ -115,7 +116,8 @@ TEST_CASE("progress reports read, committed, applied and end separately") {
   p.recover();
   co::progress before = p.progress();
   CHECK(before.unread() == 100);
-  CHECK(before.unapplied() == 100);
+  CHECK(before.reports_watermark);
+  CHECK(before.unapplied() == 0);  // nothing read, so nothing read and not applied
   CHECK_FALSE(before.applied_watermark.has_value());
 
   // Stop after the first unit's write but before its position commit.
@@ -128,7 +130,75 @@ TEST_CASE("progress reports read, committed, applied and end separately") {
   CHECK(mid.source_end == co::position{100});
   CHECK(mid.unread() == 60);
   CHECK(mid.uncommitted() == 40);
-  CHECK(mid.unapplied() == 60);  // applied progress is ahead of the committed position
+  CHECK(mid.unapplied() == 0);  // applied progress is ahead of the committed position
+}
+
+// The dashboard docs/reference.md shows (issue 21, item 14): records not yet in the sink, each
+// counted once.
+static std::int64_t records_behind(const co::progress& p) {
+  return p.unread() + p.unapplied().value_or(p.uncommitted());
+}
+
+TEST_CASE(
+    "progress: unapplied is empty without a watermark, and a dashboard counts each record once") {
+  // A sink without a watermark: nothing says what was applied.
+  struct no_watermark_sink {
+    using row_type = order_event;
+    using key_type = order_key;
+    using capabilities = co::capabilities<co::Idempotent, co::Volatile>;
+    std::map<std::int64_t, order_event> rows;
+    void apply(co::offset, const order_event& e) { rows[e.order_id] = e; }
+  };
+  {
+    order_log log = make_log(30, 30);
+    no_watermark_sink table;
+    store st;
+    co::pipeline<order_log, no_watermark_sink, co::AtLeastOnce<>, co::with_store<store>> p(
+        log, table, st, co::settings{.batch_size = 10});
+    p.recover();
+    CHECK_FALSE(p.progress().reports_watermark);
+    CHECK_FALSE(p.progress().unapplied().has_value());
+    CHECK(records_behind(p.progress()) == 30);
+    p.poll_once();
+    CHECK_FALSE(p.progress().unapplied().has_value());
+    CHECK(records_behind(p.progress()) == 20);
+  }
+  // A sink with one, stopped between the write and the commit, then done.
+  order_log log = make_log(100, 100);
+  guarded_table table;
+  store st;
+  co::pipeline<order_log, guarded_table, co::AtLeastOnce<>, co::with_store<store>,
+               co::with_faults<co::crash_at_nth>>
+      p(log, table, st, co::settings{.batch_size = 40});
+  p.recover();
+  CHECK(records_behind(p.progress()) == 100);
+  p.faults().crash_at = 1 + 40;
+  CHECK_THROWS_AS(p.poll_once(), co::injected_crash);
+  const co::progress mid = p.progress();
+  CHECK(mid.unapplied() == 0);
+  CHECK(mid.unread() == 60);
+  CHECK(records_behind(mid) == 60);  // the 40 applied are not counted, the 60 unread once
+  // Recovered, the pipeline reads the unit again: a replay of what the sink holds is not
+  // unapplied (the read position is behind the watermark).
+  p.faults().crash_at = static_cast<std::size_t>(-1);
+  p.recover();
+  CHECK(p.progress().read == co::position{0});
+  CHECK(p.progress().unapplied() == 0);
+  CHECK(p.progress().unread() == 100);
+  while (p.poll_once() != 0) {
+  }
+  const co::progress done = p.progress();
+  CHECK(done.unread() == 0);
+  CHECK(done.unapplied() == 0);
+  CHECK(done.uncommitted() == 0);
+  CHECK(records_behind(done) == 0);
+  // A sink holding nothing of the partition: every record read since `earliest` is unapplied.
+  const co::progress none{.read = co::position{100},
+                          .committed = co::position{100},
+                          .source_end = co::position{100},
+                          .reports_watermark = true};
+  CHECK(none.unapplied() == 100);
+  CHECK(none.unapplied(co::position{30}) == 70);
 }
 
 TEST_CASE("the observer counts the replays the offset guard absorbed") {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <exception>
+#include <new>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -407,8 +408,10 @@ class pipeline_impl {
   [[nodiscard]] commit_order::progress progress(partition_id k = partition_id{0}) const {
     commit_order::progress p{read_position(k), committed_position(k), std::nullopt, source_end(k),
                              k};
-    if constexpr (has_watermark<partitioned, Sink>)
+    if constexpr (has_watermark<partitioned, Sink>) {
       p.applied_watermark = sink_watermark<partitioned>(*sink_, k);
+      p.reports_watermark = true;
+    }
     return p;
   }
 
@@ -1027,6 +1030,8 @@ class pipeline_impl {
         }
       } catch (const infrastructure_error&) {
         throw;  // the world's failure, not the record's: no handling blames the record
+      } catch (const std::bad_alloc&) {
+        throw;  // the process ran out of memory: the world's, whatever the record
       } catch (const std::exception&) {
         failed_ = ref_of(*at);
         throw;
@@ -1067,6 +1072,8 @@ class pipeline_impl {
         } while (++it != last);
       } catch (const infrastructure_error&) {
         throw;  // the world's failure, not the record's: no handling blames the record
+      } catch (const std::bad_alloc&) {
+        throw;  // the process ran out of memory: the world's, whatever the record
       } catch (const std::exception&) {
         failed_ = ref_of(*it);
         throw;
@@ -1221,6 +1228,8 @@ class pipeline_impl {
         return;
       } catch (const infrastructure_error&) {
         throw;  // never retried or dead-lettered as the record's: the unit is redone on recovery
+      } catch (const std::bad_alloc&) {
+        throw;  // the process ran out of memory: the world's, whatever the record
       } catch (const std::exception& e) {
         if (attempt < Handling::retries) {
           notify_retry(r.at, attempt + 1);
@@ -1256,7 +1265,10 @@ class pipeline_impl {
   template <class E>
   void put_dead_letter(record_ref r, const E& event, const char* reason) {
     if constexpr (has_dead_letters) {
-      dead_letters_->put(r.at, event, reason);
+      if constexpr (partitioned_dead_letter_sink<DeadLetters, E>)
+        dead_letters_->put(r.partition, r.at, event, reason);
+      else
+        dead_letters_->put(r.at, event, reason);
       notify<events::dead_lettered>(r.at);
     }
   }

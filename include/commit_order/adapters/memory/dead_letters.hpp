@@ -5,6 +5,8 @@
 // test can check that nothing the position passed went missing.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -22,14 +24,31 @@ class dead_letters final {
     offset source_offset;
     Event event;
     std::string reason;
+    partition_id source_partition{};
   };
 
-  void put(offset o, const Event& e, const char* reason) { letters_.push_back({o, e, reason}); }
+  /// Keeps the letter unless one for the same record (partition, offset) is kept already: a
+  /// replay that gives up on the record again adds nothing (counted in `repeats()`).
+  void put(partition_id k, offset o, const Event& e, const char* reason) {
+    const auto same = [&](const letter& l) {
+      return l.source_partition == k && l.source_offset == o;
+    };
+    if (std::ranges::any_of(letters_, same)) {
+      ++repeats_;
+      return;
+    }
+    letters_.push_back({o, e, reason, k});
+  }
+  /// A source of one stream: partition 0.
+  void put(offset o, const Event& e, const char* reason) { put(partition_id{0}, o, e, reason); }
 
   [[nodiscard]] const std::vector<letter>& letters() const noexcept { return letters_; }
+  /// Letters offered again for a record that has one (replays), and not kept twice.
+  [[nodiscard]] std::size_t repeats() const noexcept { return repeats_; }
 
  private:
   std::vector<letter> letters_;
+  std::size_t repeats_ = 0;
 };
 
 }  // namespace commit_order::memory

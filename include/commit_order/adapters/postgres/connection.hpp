@@ -478,9 +478,13 @@ class connection final {
     detail::append_integer(settings, options_.idle_in_transaction_timeout.count());
     settings.append(";");
     if (!options_.schema.empty()) {
+      // IF NOT EXISTS is not safe against a concurrent CREATE SCHEMA (both pass the check, the
+      // second fails on a unique index): members starting together serialize on the lock the
+      // table creation takes too, and the second finds the schema there.
       if (options_.create_schema)
-        settings.append(detail::concat(" CREATE SCHEMA IF NOT EXISTS ",
-                                       detail::quote_identifier(options_.schema), ";"));
+        settings.append(detail::concat(
+            " BEGIN; SELECT pg_advisory_xact_lock(7206164131); CREATE SCHEMA IF NOT EXISTS ",
+            detail::quote_identifier(options_.schema), "; COMMIT;"));
       settings.append(
           detail::concat(" SET search_path TO ", detail::quote_identifier(options_.schema), ";"));
     }

@@ -679,7 +679,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
       for (std::uint32_t i = first; i < last; ++i)
         order_.push_back(i);
       const auto by_key = [this](std::uint32_t a, std::uint32_t b) {
-        return cols::key_of(rows_[a].row) < cols::key_of(rows_[b].row);
+        return cols::key_less(rows_[a].row, rows_[b].row);
       };
       // Stable: rows of one key stay in the order they were applied.
       if (!std::is_sorted(order_.begin(), order_.end(), by_key))

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -230,6 +231,26 @@ struct columns_of<key_columns<K...>, value_columns<V...>>
   template <class Event>
   static auto key_of(const Event& e) {
     return std::tie(e.*(K::member)...);
+  }
+  /// Orders two events' keys as PostgreSQL compares the columns: a unit's rows of one key are
+  /// those the database takes for one row. Floating point follows float8's equality: NaN
+  /// equals NaN (and sorts above every other value), -0 equals +0 -- where `<` finds NaN
+  /// neither below nor above anything, and rows with distinct keys would collapse into one.
+  template <class Event>
+  static bool key_less(const Event& a, const Event& b) {
+    int c = 0;
+    ((c = c != 0 ? c : compare_as_database(a.*(K::member), b.*(K::member))), ...);
+    return c < 0;
+  }
+  template <class T>
+  static int compare_as_database(const T& a, const T& b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const bool a_nan = std::isnan(a);
+      const bool b_nan = std::isnan(b);
+      if (a_nan || b_nan)
+        return a_nan == b_nan ? 0 : (a_nan ? 1 : -1);
+    }
+    return a < b ? -1 : (b < a ? 1 : 0);
   }
   /// The key of `e` as text, for messages: `(order_id=17)`.
   template <class Event>
