@@ -193,10 +193,11 @@ TEST_CASE(
   CHECK(done.uncommitted() == 0);
   CHECK(records_behind(done) == 0);
   // A sink holding nothing of the partition: every record read since `earliest` is unapplied.
-  const co::progress none{.read = co::position{100},
-                          .committed = co::position{100},
-                          .source_end = co::position{100},
-                          .reports_watermark = true};
+  co::progress none{};
+  none.read = co::position{100};
+  none.committed = co::position{100};
+  none.source_end = co::position{100};
+  none.reports_watermark = true;
   CHECK(none.unapplied() == 100);
   CHECK(none.unapplied(co::position{30}) == 70);
 }
