@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -251,7 +252,6 @@ TEST_CASE("AtMostOnce over two partitions: a unit's positions go to Kafka in one
   kf::mock_cluster mc;
   mc.create_topic("orders", 2);
   produced sent;
-  produce_orders(mc, "orders", 2, 40, 40, sent);
   using source_t = kf::assigned_source<order, co::AtMostOnce<>>;
   using pipeline_t =
       co::pipeline<source_t, order_table<>, co::AtMostOnce<>, co::with_store<kf::offset_store>>;
@@ -259,6 +259,24 @@ TEST_CASE("AtMostOnce over two partitions: a unit's positions go to Kafka in one
   source_t src(options_for(mc, "orders", "at-most-once"), {p0, p1});
   kf::offset_store store(src);
   pipeline_t p(src, table, store, co::settings{.batch_size = 64});
+  // The unit must cover both partitions. The first poll starts the pipeline (its seeks drop
+  // what was fetched before them) and finds nothing; then the records are produced, and the
+  // first unit is read once the consumer holds both partitions' records, so that its batch
+  // does not end at a gap between two fetch responses.
+  REQUIRE(p.poll_once() == 0);
+  REQUIRE(store.requests() == 0);
+  produce_orders(mc, "orders", 2, 40, 40, sent);
+  {
+    const std::unique_ptr<rd_kafka_queue_t, void (*)(rd_kafka_queue_t*)> q(
+        rd_kafka_queue_get_consumer(src.handle()), &rd_kafka_queue_destroy);
+    REQUIRE(q != nullptr);
+    REQUIRE(sent.by_partition.size() == 2);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (rd_kafka_queue_length(q.get()) < 40 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+    INFO("queued: " << rd_kafka_queue_length(q.get()));
+    REQUIRE(rd_kafka_queue_length(q.get()) >= 40);
+  }
   // The first commit request is accepted, the second refused: one unit's two partitions, as the
   // old loop sent them, or two units.
   mc.push_request_errors(kf::api::offset_commit,
