@@ -100,7 +100,7 @@ inline void seed(const std::string& conninfo, const std::string& schema) {
   a.exec(
       "CREATE TABLE commit_order_positions (stream TEXT NOT NULL, topic TEXT NOT NULL,"
       " \"partition\" INTEGER NOT NULL, position BIGINT, owner_epoch BIGINT NOT NULL DEFAULT 0,"
-      " PRIMARY KEY (stream, topic, \"partition\"));"
+      " bound_to TEXT, PRIMARY KEY (stream, topic, \"partition\"));"
       " CREATE TABLE commit_order_streams (stream TEXT NOT NULL, topic TEXT NOT NULL, era BIGINT"
       " NOT NULL DEFAULT 0, partition_count INTEGER, PRIMARY KEY (stream, topic))");
   a.exec("INSERT INTO orders_flat SELECT i, 100 + i % 97, i, 1, 0, i FROM generate_series(0, " +
@@ -173,11 +173,13 @@ class handwritten_case final {
             "$4::bigint[], $5::bigint[]) AS u(k, p, e) ON CONFLICT (stream, topic, "
             "\"partition\") DO UPDATE SET position = excluded.position WHERE t.owner_epoch = "
             "excluded.owner_epoch RETURNING \"partition\"");
+    // The claim binds the row to the data table and returns the binding it holds.
     prepare("co_position_claim_next",
             "INSERT INTO \"commit_order_positions\" AS t (stream, topic, \"partition\", "
-            "position, owner_epoch) VALUES ($1, $2, $3, NULL, 1) ON CONFLICT (stream, topic, "
-            "\"partition\") DO UPDATE SET owner_epoch = t.owner_epoch + 1 RETURNING "
-            "owner_epoch, position");
+            "position, owner_epoch, bound_to) VALUES ($1, $2, $3, NULL, 1, $4) ON CONFLICT "
+            "(stream, topic, \"partition\") DO UPDATE SET owner_epoch = t.owner_epoch + 1, "
+            "bound_to = COALESCE(t.bound_to, excluded.bound_to) RETURNING owner_epoch, "
+            "position, bound_to");
     prepare("co_write",
             "INSERT INTO \"orders_flat\" AS t (\"order_id\", \"customer_id\", \"total_cents\", "
             "\"event_seq\", \"source_partition\", \"source_offset\") SELECT * FROM "
@@ -190,8 +192,11 @@ class handwritten_case final {
             "excluded.\"source_offset\" RETURNING \"source_partition\", \"source_offset\"");
     // The claim: a fresh epoch, and where to start.
     exec("BEGIN");
-    const char* claim[] = {"orders", "default", "0"};
-    const pg::result c = exec_prepared("co_position_claim_next", 3, claim);
+    const std::string bound = "'" + schema + ".orders_flat'";
+    const char* claim[] = {"orders", "default", "0", bound.c_str()};
+    const pg::result c = exec_prepared("co_position_claim_next", 4, claim);
+    if (c.text(0, 2) != bound)
+      throw std::runtime_error("the position row is bound to another table");
     epoch_ = std::to_string(c.integer(0, 0));
     epoch_array_ = "{" + epoch_ + "}";
     position_ = c.integer(0, 1);

@@ -97,7 +97,7 @@ inline constexpr const char* create_partition_index =
 inline constexpr const char* create_positions =
     "CREATE TABLE IF NOT EXISTS \"commit_order_positions\" (stream TEXT NOT NULL, topic TEXT NOT "
     "NULL, \"partition\" INTEGER NOT NULL, position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT "
-    "0, PRIMARY KEY (stream, topic, \"partition\"))";
+    "0, bound_to TEXT, PRIMARY KEY (stream, topic, \"partition\"))";
 inline constexpr const char* create_claims =
     "CREATE TABLE IF NOT EXISTS \"commit_order_claims\" (stream TEXT NOT NULL, topic TEXT NOT "
     "NULL, \"partition\" INTEGER NOT NULL, owner_epoch INTEGER NOT NULL, owner_member TEXT, "
@@ -129,10 +129,15 @@ inline constexpr const char* store_position =
 // Recovery under TransactionalPosition claims the row for the epoch one above the row's, in one
 // statement (no owner epoch is configured: the consumer started last owns the position, and
 // the one before is fenced at its next write).
+// The claim binds the row to the data table, and returns the binding it holds after it.
 inline constexpr const char* claim_next =
-    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch) "
-    "VALUES (?1, ?2, ?3, NULL, 1) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET "
-    "owner_epoch = \"commit_order_positions\".owner_epoch + 1 RETURNING owner_epoch, position";
+    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch, "
+    "bound_to) VALUES (?1, ?2, ?3, NULL, 1, ?4) ON CONFLICT (stream, topic, \"partition\") DO "
+    "UPDATE SET owner_epoch = \"commit_order_positions\".owner_epoch + 1, bound_to = "
+    "COALESCE(\"commit_order_positions\".bound_to, excluded.bound_to) RETURNING owner_epoch, "
+    "position, bound_to";
+// What the sink's position rows vouch for: its data table.
+inline constexpr const char* bound_to = "'orders_flat'";
 // Who claimed what, when: written in the claim's transaction.
 inline constexpr const char* record_claim =
     "INSERT INTO \"commit_order_claims\" (stream, topic, \"partition\", owner_epoch, "
@@ -380,10 +385,13 @@ inline void check_layout(raw_connection& c, const char* table, const char* colum
                              column + ": written before partitions");
 }
 
-/// The position table's check and creation, then the handle (for the statements that use it).
+/// The position table's check and creation, the check that it has the binding column (a table
+/// written before it gains it), then the handle (for the statements that use it).
 inline sqlite3* position_table(raw_connection& c) {
   check_layout(c, "commit_order_positions", "partition");
-  return after(c, sql::create_positions);
+  c.exec(sql::create_positions);
+  check_layout(c, "commit_order_positions", "bound_to");
+  return c.get();
 }
 
 /// The sink's set-up up to its data table: both layouts checked, the table and its partition
@@ -416,6 +424,7 @@ struct raw_positions {
       sqlite3_bind_text(s, 1, sql::stream, -1, SQLITE_STATIC);
       sqlite3_bind_text(s, 2, sql::topic, -1, SQLITE_STATIC);
     }
+    sqlite3_bind_text(claim.get(), 4, sql::bound_to, -1, SQLITE_STATIC);
   }
 
   /// The owner epoch this connection writes positions as (0 until it claims the row).
@@ -432,6 +441,11 @@ struct raw_positions {
       epoch = sqlite3_column_int64(s, 0);
       if (sqlite3_column_type(s, 1) != SQLITE_NULL)
         stored = sqlite3_column_int64(s, 1);
+      const auto* held = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+      if (held == nullptr || std::string_view(held) != sql::bound_to) {
+        sqlite3_reset(s);
+        throw std::runtime_error("sqlite_bench: the position row is bound to another table");
+      }
       rc = sqlite3_step(s);
     }
     sqlite3_reset(s);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -232,6 +233,21 @@ template <class S>
 concept stream_registry = requires(S& s, std::size_t n) {
   { s.era() } -> std::convertible_to<std::int64_t>;
   s.check_partition_count(n);
+};
+
+/// A source that can say what it is, stably across restarts (a topic, and the group that reads
+/// it): a sink's stored positions are bound to it, so that a position stored for one source is
+/// never taken for another's.
+template <class S>
+concept identified_source = requires(const S& s) {
+  { s.identity() } -> std::convertible_to<std::string>;
+};
+
+/// A sink whose stored positions are bound to what they vouch for; the pipeline tells it the
+/// source's identity before its first claim.
+template <class S>
+concept source_bound_sink = requires(S& s, const std::string& identity) {
+  s.bind_source(identity);
 };
 
 /// A sink that can report its applied watermark: the highest source offset present in it.

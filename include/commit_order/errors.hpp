@@ -281,6 +281,44 @@ class offset_reused final : public error {
   offset at_;
 };
 
+/// A position row claimed by a sink of another table, or for another source: the row vouches
+/// for what that consumer wrote and read, and starting from it would skip every record the other
+/// consumer read. Two consumers kept the same stream and topic (the defaults, or one copied),
+/// or two consumer groups share one. Thrown by the claim at recovery, inside its transaction,
+/// which is rolled back: nothing changes.
+class position_bound_elsewhere final : public error {
+ public:
+  position_bound_elsewhere(partition_id partition, std::string_view stream, std::string_view topic,
+                           std::string_view bound_to, std::string_view mine,
+                           std::string_view release)
+      : error(detail::join_message(
+            {"commit_order: the position of stream '", stream, "', topic '", topic, "', partition ",
+             detail::decimal(partition.value()), " vouches for table ", bound_to,
+             ", not for this sink's table ", mine,
+             "': two consumers share one position, and this one would skip what the other "
+             "read. Give each consumer its own stream (sink_options::stream). To move the "
+             "position to this table deliberately, with every consumer of it stopped, run: ",
+             release}))
+      , partition_(partition)
+      , bound_to_(bound_to)
+      , mine_(mine)
+      , release_(release) {}
+
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
+  /// The statement that unbinds the position, for an operator who moves it on purpose.
+  [[nodiscard]] const std::string& release() const noexcept { return release_; }
+  /// The table the stored position vouches for (and the source it was read from, if named).
+  [[nodiscard]] const std::string& bound_to() const noexcept { return bound_to_; }
+  /// The table of the sink that claimed it (and its source, if named).
+  [[nodiscard]] const std::string& mine() const noexcept { return mine_; }
+
+ private:
+  partition_id partition_;
+  std::string bound_to_;
+  std::string mine_;
+  std::string release_;
+};
+
 /// A record's row failed, and the sink could only tell after apply() had returned: a sink that
 /// sends a unit's rows together (one statement for many rows, as the unit commits) learns of a
 /// row's failure in store_position() or commit(). It throws this from there, naming the record

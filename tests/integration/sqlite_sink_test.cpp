@@ -240,6 +240,104 @@ TEST_CASE("a claim rolled back is no claim") {
   CHECK(a.load_position() == co::position{3});
 }
 
+namespace {
+/// A second table of the same events: another consumer's, in the same database.
+struct orders_copy final
+    : sq::table_layout<"orders_copy", order_event,
+                       sq::key_columns<sq::column<"order_id", &order_event::order_id>>,
+                       sq::value_columns<sq::column<"customer_id", &order_event::customer_id>,
+                                         sq::column<"total_cents", &order_event::total_cents>,
+                                         sq::column<"event_seq", &order_event::event_seq>>> {};
+using order_log = co::memory::log<order_event, co::Synced>;
+order_log orders(std::int64_t n) {
+  order_log log;
+  for (std::int64_t i = 0; i < n; ++i)
+    log.append(order(i + 1, 10 * i, 1));
+  return log;
+}
+}  // namespace
+
+TEST_CASE("two consumers of one database with default options never share a position") {
+  // Issue 21, item 12: two pipelines with different tables and sources, both with the default
+  // stream and topic: the second started at the first's position and skipped 5 of its 10
+  // records. A position row is bound to the table it vouches for; another table's claim fails.
+  scratch_dir dir;
+  order_log first_log = orders(5);
+  {
+    guarded_t sink(dir / "db.sqlite");
+    co::pipeline<order_log, guarded_t, co::TransactionalPosition<>> p(first_log, sink);
+    CHECK(p.run() == 5);
+  }
+  order_log second_log = orders(10);
+  using copy_t = sq::guarded_upsert_sink<orders_copy>;
+  std::string release;
+  {
+    copy_t sink(dir / "db.sqlite");
+    co::pipeline<order_log, copy_t, co::TransactionalPosition<>> p(second_log, sink);
+    try {
+      (void)p.recover();
+      FAIL("the second consumer took the first one's position");
+    } catch (const co::position_bound_elsewhere& e) {
+      INFO(e.what());
+      CHECK(e.bound_to() == "'orders_flat'");
+      CHECK(e.mine() == "'orders_copy'");
+      CHECK(e.partition() == co::partition_id{0});
+      CHECK(std::string(e.what()).find("sink_options::stream") != std::string::npos);
+      release = e.release();
+    }
+    // The claim was rolled back: the first consumer still owns its position.
+    CHECK(sink.owner_epoch() == co::epoch{1});
+    CHECK(sink.load_position() == co::position{5});
+  }
+  // With a stream of its own, the second consumer reads all ten.
+  {
+    copy_t sink(dir / "db.sqlite", {.stream = "copier"});
+    co::pipeline<order_log, copy_t, co::TransactionalPosition<>> p(second_log, sink);
+    CHECK(p.run() == 10);
+  }
+  // The first goes on as it was, and an operator's release moves a position on purpose.
+  {
+    guarded_t sink(dir / "db.sqlite");
+    co::pipeline<order_log, guarded_t, co::TransactionalPosition<>> p(first_log, sink);
+    CHECK(p.recover() == co::position{5});
+  }
+  REQUIRE_FALSE(release.empty());
+  {
+    sq::connection db = sq::connection::open_keeping_journal(dir / "db.sqlite");
+    db.exec(release);
+  }
+  // Released, the position is no longer refused for its table -- but orders_copy holds rows
+  // newer than it (the copier's), and the recovery check refuses those in turn.
+  copy_t sink(dir / "db.sqlite");
+  co::pipeline<order_log, copy_t, co::TransactionalPosition<>> p(second_log, sink);
+  CHECK_THROWS_AS(p.recover(), co::invariant_violation);
+}
+
+TEST_CASE("a position table written before positions were bound gains the binding column") {
+  scratch_dir dir;
+  {
+    sq::connection db = sq::connection::open_keeping_journal(dir / "db.sqlite");
+    db.exec(
+        "CREATE TABLE commit_order_positions (stream TEXT NOT NULL, topic TEXT NOT NULL,"
+        " \"partition\" INTEGER NOT NULL, position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT"
+        " 0, PRIMARY KEY (stream, topic, \"partition\"));"
+        " INSERT INTO commit_order_positions VALUES ('default', '', 0, 3, 1)");
+  }
+  // Without create_tables the sink does not change the layout: it says what to run.
+  CHECK_THROWS_WITH_AS(guarded_t(dir / "db.sqlite", {.create_tables = false}),
+                       doctest::Contains("ADD COLUMN bound_to TEXT"), co::error);
+  guarded_t sink(dir / "db.sqlite");
+  sink.begin();
+  CHECK(sink.claim(co::epoch{2}) == co::position{3});  // the old row: bound by its claim
+  sink.commit();
+  using copy_t = sq::guarded_upsert_sink<orders_copy>;
+  copy_t other(dir / "db.sqlite");
+  other.begin();
+  CHECK_THROWS_AS(other.claim(co::epoch{3}), co::position_bound_elsewhere);
+  other.rollback();
+  CHECK(sink.owner_epoch() == co::epoch{2});
+}
+
 TEST_CASE("the SQLite position store commits durably and respects an owner's claim") {
   scratch_dir dir;
   {

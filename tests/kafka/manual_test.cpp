@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -242,6 +243,83 @@ TEST_CASE("manual assignment: AtMostOnce commits to Kafka before it writes") {
       q(again, table, store2, co::settings{.batch_size = 10});
   pump(q, [&] { return store2.load() == co::position{100}; });
   CHECK(table.size() == static_cast<std::size_t>(100 - lost));
+}
+
+TEST_CASE(
+    "two groups, or two topics, into one SQLite table with one stream never share a position") {
+  // Issue 21, items 5 and 12: groups "blue" and "green" feeding one table under one stream and
+  // topic claimed the same position rows, and the second went on from the first's positions;
+  // a source reading another topic did too. A claim binds the rows to the table and to the
+  // source (its topic, and a member's group): another's claim is refused, rolled back.
+  using crash_lab::order_event;
+  using crash_lab::orders_flat;
+  using sink_t = sq::guarded_upsert_sink<orders_flat>;
+  using group_t = kf::group_source<order_event, co::TransactionalPosition<>>;
+  using assigned_t = kf::assigned_source<order_event, co::TransactionalPosition<>>;
+  test_support::scratch_dir dir;
+  kf::mock_cluster mc;
+  mc.create_topic("orders", 1);
+  mc.create_topic("refunds", 1);
+  for (const char* topic : {"orders", "refunds"}) {
+    kf::producer<order_event> prod(mc.client_config(), topic);
+    for (std::int64_t i = 0; i < 40; ++i)
+      prod.send(p0, order_event{1 + i % 7, 100, 1000 + i, 1 + i / 7});
+    prod.flush();
+  }
+  const auto group_options = [&](const std::string& group) {
+    return kf::consumer_options{.topic = "orders", .config = mc.group_config(group)};
+  };
+  // Polls until the claim is refused with E; false if it never is.
+  const auto refused = []<class E>(auto& p, std::optional<E>& out) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    try {
+      while (std::chrono::steady_clock::now() < deadline)
+        (void)p.poll_once();
+    } catch (const E& e) {
+      out.emplace(e);
+    }
+    return out.has_value();
+  };
+  co::epoch blue_epoch{};
+  {
+    sink_t sink(dir / "db.sqlite");
+    group_t blue(group_options("blue"));
+    co::pipeline<group_t, sink_t, co::TransactionalPosition<>> p(blue, sink);
+    pump(p, [&] { return sink.load_position() == co::position{40}; });
+    blue_epoch = sink.owner_epoch();
+    blue.close();
+  }
+  {
+    sink_t sink(dir / "db.sqlite");
+    group_t green(group_options("green"));
+    co::pipeline<group_t, sink_t, co::TransactionalPosition<>> p(green, sink);
+    std::optional<co::position_bound_elsewhere> e;
+    REQUIRE(refused(p, e));
+    INFO(e->what());
+    CHECK(e->bound_to() == "'orders_flat', read from kafka topic 'orders', group 'blue'");
+    CHECK(e->mine() == "'orders_flat', read from kafka topic 'orders', group 'green'");
+    CHECK(sink.owner_epoch() == blue_epoch);  // blue's claim stands, green's was rolled back
+    green.close();
+  }
+  {
+    sink_t sink(dir / "db.sqlite");
+    assigned_t refunds(options_for(mc, "refunds"), {p0});
+    co::pipeline<assigned_t, sink_t, co::TransactionalPosition<>> p(refunds, sink);
+    try {
+      (void)p.recover();
+      FAIL("a source of another topic took the position");
+    } catch (const co::position_bound_elsewhere& e) {
+      CHECK(e.mine() == "'orders_flat', read from kafka topic 'refunds'");
+    }
+  }
+  // Green with a stream of its own claims a position of its own -- and the table holds blue's
+  // rows, newer than it: one table keeps one stream's rows, which the recovery check enforces.
+  sink_t sink(dir / "db.sqlite", {.stream = "green"});
+  group_t green(group_options("green"));
+  co::pipeline<group_t, sink_t, co::TransactionalPosition<>> p(green, sink);
+  std::optional<co::invariant_violation> newer;
+  CHECK(refused(p, newer));
+  green.close();
 }
 
 TEST_CASE("AtMostOnce over two partitions: a unit's positions go to Kafka in one request") {

@@ -114,6 +114,91 @@ TEST_CASE("a row newer than the stored position is an invariant violation at rec
   CHECK_THROWS_AS(p.recover(), co::invariant_violation);
 }
 
+namespace {
+/// The same events in another table: another consumer's, in the same database.
+struct orders_copy final
+    : pg::table_layout<"orders_copy", order_event,
+                       pg::key_columns<pg::column<"order_id", &order_event::order_id>>,
+                       pg::value_columns<pg::column<"customer_id", &order_event::customer_id>,
+                                         pg::column<"total_cents", &order_event::total_cents>,
+                                         pg::column<"event_seq", &order_event::event_seq>>> {};
+}  // namespace
+
+TEST_CASE("two consumers of one database with default options never share a position") {
+  // Issue 21, item 12: two pipelines with different tables and sources and one stream and topic
+  // (the defaults; here the tests' stream, "orders"): the second started at the first's position
+  // and skipped 5 of its 10 records, unseen by the recovery check (its table was empty). A position
+  // row is bound to the table it vouches for, and a claim for another table fails, rolled back.
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_bound");
+  order_log first_log = random_orders(5, 5, 7);
+  {
+    guarded<> sink(conninfo(), in_schema(schema));
+    co::pipeline<order_log, guarded<>, co::TransactionalPosition<>> p(first_log, sink);
+    CHECK(p.run() == 5);
+  }
+  using copy_t = pg::guarded_upsert_sink<orders_copy, pg::buffered>;
+  order_log second_log = random_orders(10, 10, 8);
+  std::string release;
+  {
+    copy_t sink(conninfo(), in_schema(schema));
+    co::pipeline<order_log, copy_t, co::TransactionalPosition<>> p(second_log, sink);
+    try {
+      (void)p.recover();
+      FAIL("the second consumer took the first one's position");
+    } catch (const co::position_bound_elsewhere& e) {
+      INFO(e.what());
+      CHECK(e.bound_to() == "'" + schema + ".orders_flat'");
+      CHECK(e.mine() == "'" + schema + ".orders_copy'");
+      release = e.release();
+    }
+    CHECK(sink.owner_epoch() == co::epoch{1});  // rolled back: the first still owns it
+    CHECK(sink.load_position() == co::position{5});
+  }
+  {
+    pg::sink_options own = in_schema(schema);
+    own.stream = "copier";
+    copy_t sink(conninfo(), own);
+    co::pipeline<order_log, copy_t, co::TransactionalPosition<>> p(second_log, sink);
+    CHECK(p.run() == 10);
+  }
+  {
+    guarded<> sink(conninfo(), in_schema(schema));
+    co::pipeline<order_log, guarded<>, co::TransactionalPosition<>> p(first_log, sink);
+    CHECK(p.recover() == co::position{5});
+  }
+  // The operator's statement unbinds it; the table it would move to holds newer rows (the
+  // copier's), which the recovery check refuses in turn.
+  REQUIRE_FALSE(release.empty());
+  client(conninfo()).exec(release);
+  copy_t sink(conninfo(), in_schema(schema));
+  co::pipeline<order_log, copy_t, co::TransactionalPosition<>> p(second_log, sink);
+  CHECK_THROWS_AS(p.recover(), co::invariant_violation);
+}
+
+TEST_CASE("a position table written before positions were bound gains the binding column") {
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_unbound");
+  client(conninfo(), schema)
+      .exec(
+          "CREATE TABLE commit_order_positions (stream TEXT NOT NULL, topic TEXT NOT NULL,"
+          " \"partition\" INTEGER NOT NULL, position BIGINT, owner_epoch BIGINT NOT NULL"
+          " DEFAULT 0, PRIMARY KEY (stream, topic, \"partition\"));"
+          " INSERT INTO commit_order_positions VALUES ('orders', 'default', 0, 3, 1)");
+  // Without create_tables the sink does not change the layout: it says what to run.
+  pg::sink_options keep = in_schema(schema);
+  keep.create_tables = false;
+  CHECK_THROWS_WITH_AS(guarded<>(conninfo(), keep), doctest::Contains("ADD COLUMN bound_to TEXT"),
+                       co::error);
+  guarded<> sink(conninfo(), in_schema(schema));
+  sink.begin();
+  CHECK(sink.claim(co::epoch{2}) == co::position{3});  // the old row: bound by its claim
+  sink.commit();
+  pg::guarded_upsert_sink<orders_copy, pg::buffered> other(conninfo(), in_schema(schema));
+  other.begin();
+  CHECK_THROWS_AS(other.claim(co::partition_id{0}, co::epoch{3}), co::position_bound_elsewhere);
+  other.rollback();
+  CHECK(sink.owner_epoch() == co::epoch{2});
+}
+
 TEST_CASE("AtLeastOnce and AtMostOnce keep their position in the PostgreSQL store") {
   const std::string schema = fresh_schema(conninfo(), "t_pipeline_store");
   order_log log = random_orders(600, 50, 3);

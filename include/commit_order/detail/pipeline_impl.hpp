@@ -266,6 +266,10 @@ class pipeline_impl {
   template <class... Args>
   explicit pipeline_impl(Args&&... args) {
     bind_all(std::forward<Args>(args)...);
+    // The sink's positions vouch for this source's records: bound to it, a position stored for
+    // another source (another topic, another group) is refused at the claim.
+    if constexpr (facts.position_in_sink && identified_source<Source> && source_bound_sink<Sink>)
+      sink_->bind_source(source_->identity());
     validate(settings_);
     configured_limit_ = configured_limit(settings_);
     // A batch never holds more than batch_size records: a configured limit at or above it can

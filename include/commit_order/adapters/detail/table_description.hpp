@@ -117,6 +117,25 @@ inline std::string quote_identifier(std::string_view identifier) {
   return concat("\"", identifier, "\"");
 }
 
+/// What a sink's position rows are bound to: `'table'`, and `, read from <source>` when the
+/// pipeline named the source (identified_source).
+inline std::string bound_to_with_source(std::string_view table, std::string_view source) {
+  return source.empty() ? concat("'", table, "'") : concat("'", table, "', read from ", source);
+}
+
+/// `text` as an SQL string literal, for a statement printed in a message for an operator to run
+/// (single quotes doubled; the statements the adapters send bind their values instead).
+inline std::string quote_literal(std::string_view text) {
+  std::string out = "'";
+  for (const char c : text) {
+    out.push_back(c);
+    if (c == '\'')
+      out.push_back('\'');
+  }
+  out.push_back('\'');
+  return out;
+}
+
 /// `each.operator()<C>()` for every column C, joined by `separator`.
 template <class... C>
 std::string column_list(std::string_view separator, auto&& each) {

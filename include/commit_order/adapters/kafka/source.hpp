@@ -78,6 +78,15 @@ class source_base {
   [[nodiscard]] rd_kafka_t* handle() const noexcept { return core_->handle(); }
   [[nodiscard]] const std::string& topic() const noexcept { return core_->topic(); }
   [[nodiscard]] const std::string& group_id() const noexcept { return core_->group_id(); }
+  /// What the positions a sink stores for this source were read from (identified_source): the
+  /// topic, and a group member's group -- each group reads every record, so two groups never
+  /// share a position.
+  [[nodiscard]] std::string identity() const {
+    std::string out = "kafka topic '" + topic() + "'";
+    if (core_->kind() == assignment_kind::group)
+      out += ", group '" + group_id() + "'";
+    return out;
+  }
   /// Transient errors the client recovered from (retried, never skipping a record).
   [[nodiscard]] std::size_t transient_errors() const noexcept { return core_->transient_errors(); }
   [[nodiscard]] const transient_error& last_transient_error() const noexcept {

@@ -69,25 +69,47 @@ struct position_sql final {
                  " CREATE TABLE IF NOT EXISTS ",
                  p,
                  " (stream TEXT NOT NULL, topic TEXT NOT NULL, \"partition\" INTEGER NOT NULL,"
-                 " position BIGINT, owner_epoch BIGINT NOT NULL DEFAULT 0,"
+                 " position BIGINT, owner_epoch BIGINT NOT NULL DEFAULT 0, bound_to TEXT,"
                  " PRIMARY KEY (stream, topic, \"partition\"));"
+                 // A table written before positions were bound to their data table.
+                 " ALTER TABLE ",
+                 p,
+                 " ADD COLUMN IF NOT EXISTS bound_to TEXT;"
                  " CREATE TABLE IF NOT EXISTS ",
                  s,
                  " (stream TEXT NOT NULL, topic TEXT NOT NULL, era BIGINT NOT NULL DEFAULT 0,"
                  " partition_count INTEGER, PRIMARY KEY (stream, topic)); COMMIT"));
+    } else if (const result r =
+                   db.exec(concat("SELECT to_regclass('", p,
+                                  "') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute WHERE"
+                                  " attrelid = to_regclass('",
+                                  p, "') AND attname = 'bound_to' AND NOT attisdropped)"));
+               r.rows() == 1 && r.text(0, 0) == "t") {
+      throw commit_order::error(
+          concat("commit_order::postgres: the position table ", p,
+                 " has no column bound_to (it was written before positions were bound to their "
+                 "table, and create_tables is off); add it with: ALTER TABLE ",
+                 p, " ADD COLUMN bound_to TEXT"));
     }
     db.prepare(load, concat("SELECT position, owner_epoch FROM ", p,
                             " WHERE stream = $1 AND topic = $2 AND \"partition\" = $3"));
-    db.prepare(claim, concat("INSERT INTO ", p,
-                             " AS t (stream, topic, \"partition\", position, owner_epoch)"
-                             " VALUES ($1, $2, $3, NULL, $4) ON CONFLICT (stream, topic,"
-                             " \"partition\") DO UPDATE SET owner_epoch = excluded.owner_epoch"
-                             " WHERE t.owner_epoch <= excluded.owner_epoch RETURNING position"));
-    db.prepare(claim_next, concat("INSERT INTO ", p,
-                                  " AS t (stream, topic, \"partition\", position, owner_epoch)"
-                                  " VALUES ($1, $2, $3, NULL, 1) ON CONFLICT (stream, topic,"
-                                  " \"partition\") DO UPDATE SET owner_epoch = t.owner_epoch + 1"
-                                  " RETURNING owner_epoch, position"));
+    // A claim binds an unbound row to the claimer's data table ($5, $4; NULL for a claimer
+    // without one) and returns the binding the row holds after it: the sink refuses another
+    // table's (its transaction is rolled back), it never takes it over.
+    db.prepare(claim,
+               concat("INSERT INTO ", p,
+                      " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to)"
+                      " VALUES ($1, $2, $3, NULL, $4, $5) ON CONFLICT (stream, topic,"
+                      " \"partition\") DO UPDATE SET owner_epoch = excluded.owner_epoch,"
+                      " bound_to = COALESCE(t.bound_to, excluded.bound_to)"
+                      " WHERE t.owner_epoch <= excluded.owner_epoch RETURNING position, bound_to"));
+    db.prepare(claim_next,
+               concat("INSERT INTO ", p,
+                      " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to)"
+                      " VALUES ($1, $2, $3, NULL, 1, $4) ON CONFLICT (stream, topic,"
+                      " \"partition\") DO UPDATE SET owner_epoch = t.owner_epoch + 1,"
+                      " bound_to = COALESCE(t.bound_to, excluded.bound_to)"
+                      " RETURNING owner_epoch, position, bound_to"));
     // Locks the position rows of the partitions a transaction stores, in ascending order,
     // before anything else it writes: a concurrent claim waits for it (or it for the claim),
     // and the epochs it reads are the ones its COMMIT will be judged by.

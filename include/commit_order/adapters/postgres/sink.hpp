@@ -323,6 +323,13 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     }
   }
 
+  /// Binds the position rows to the source they are read from as well as to the table (the
+  /// pipeline calls it with the source's identity, before the first claim).
+  void bind_source(const std::string& identity) {
+    source_ = identity;
+    bound_to_.clear();
+  }
+
   // ---- rows ----------------------------------------------------------------------------------
 
   /// The row of one record of partition `k`. Inside a transaction it is buffered and sent at
@@ -448,11 +455,13 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     std::string part, ep;
     detail::append_integer(part, k.value());
     detail::append_integer(ep, e.value());
+    const std::string& bound = bound_to();
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str(),
-                            ep.c_str()};
-    const result r = exec(detail::position_sql::claim, 4, values);
+                            ep.c_str(), bound.c_str()};
+    const result r = exec(detail::position_sql::claim, 5, values);
     if (r.rows() == 0)
       throw fenced(e, load_row(k).owner, k);
+    check_binding(k, r, 1);
     pending_claims_[k] = e;
     return r.is_null(0, 0) ? std::nullopt : std::optional{position{r.integer(0, 0)}};
   }
@@ -465,8 +474,11 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     open_on_server();
     std::string part;
     detail::append_integer(part, k.value());
-    const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str()};
-    const result r = exec(detail::position_sql::claim_next, 3, values);
+    const std::string& bound = bound_to();
+    const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str(),
+                            bound.c_str()};
+    const result r = exec(detail::position_sql::claim_next, 4, values);
+    check_binding(k, r, 2);
     const epoch e{r.integer(0, 0)};
     pending_claims_[k] = e;
     return claimed{e, r.is_null(0, 1) ? std::nullopt : std::optional{position{r.integer(0, 1)}}};
@@ -597,6 +609,40 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     if (state_ != tx_state::idle)
       throw std::logic_error(
           detail::concat("commit_order::postgres: ", what, " inside a transaction"));
+  }
+
+  // What this sink's position rows vouch for: its data table, schema-qualified when the
+  // options name a schema.
+  const std::string& bound_to() const {
+    if (bound_to_.empty())
+      bound_to_ = detail::bound_to_with_source(options_.schema.empty()
+                                                   ? std::string(D::name)
+                                                   : detail::concat(options_.schema, ".", D::name),
+                                               source_);
+    return bound_to_;
+  }
+
+  // The row a claim returned is bound to this sink's table, or the claim is refused.
+  void check_binding(partition_id k, const result& r, int column) const {
+    if (r.is_null(0, column))
+      return;
+    const std::string held(r.text(0, column));
+    if (held != bound_to()) [[unlikely]]
+      throw_bound_elsewhere(k, held);
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_bound_elsewhere(partition_id k,
+                                                                    const std::string& held) const {
+    const std::string table =
+        options_.schema.empty() ? detail::quote_identifier(options_.position_table)
+                                : detail::concat(detail::quote_identifier(options_.schema), ".",
+                                                 detail::quote_identifier(options_.position_table));
+    throw position_bound_elsewhere(
+        k, options_.stream, options_.topic, held, bound_to(),
+        detail::concat("UPDATE ", table, " SET bound_to = NULL WHERE stream = ",
+                       detail::quote_literal(options_.stream),
+                       " AND topic = ", detail::quote_literal(options_.topic),
+                       " AND bound_to = ", detail::quote_literal(held), ";"));
   }
 
   epoch owner_epoch_of(partition_id k) const {
@@ -1048,6 +1094,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   mutable connection db_;
   sink_options options_;
+  std::string source_;            ///< the source's identity, if the pipeline named it
+  mutable std::string bound_to_;  ///< what the position rows vouch for (bound_to())
   mutable tx_state state_ = tx_state::idle;
   mutable bool server_open_ = false;  ///< BEGIN was sent and nothing ended the transaction yet
   mutable bool commit_sent_ = false;  ///< this commit() sent COMMIT (its outcome may be unknown)

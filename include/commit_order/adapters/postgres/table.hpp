@@ -174,8 +174,10 @@ concept describes_table = adapters::detail::names_layout_parts<D> &&
 
 namespace detail {
 
+using adapters::detail::bound_to_with_source;
 using adapters::detail::column_list;
 using adapters::detail::quote_identifier;
+using adapters::detail::quote_literal;
 
 template <class Keys, class Values>
 struct columns_of;

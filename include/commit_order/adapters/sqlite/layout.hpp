@@ -100,16 +100,9 @@ inline std::string require_identifier(const std::string& name, std::string_view 
   return quote_identifier(name);
 }
 
-/// `table` quoted, as a string literal (for a message or a table-valued pragma).
+/// `text` as a string literal (for a message or a table-valued pragma).
 inline std::string sql_literal(std::string_view text) {
-  std::string out = "'";
-  for (const char c : text) {
-    out.push_back(c);
-    if (c == '\'')
-      out.push_back('\'');
-  }
-  out.push_back('\'');
-  return out;
+  return adapters::detail::quote_literal(text);
 }
 
 /// `name` quoted by require_identifier (a plain identifier in double quotes), unquoted.
@@ -120,7 +113,7 @@ inline std::string_view unquoted(std::string_view quoted) {
 inline std::string positions_definition(std::string_view quoted_table) {
   return concat("CREATE TABLE IF NOT EXISTS ", quoted_table,
                 " (stream TEXT NOT NULL, topic TEXT NOT NULL, \"partition\" INTEGER NOT NULL,"
-                " position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT 0,"
+                " position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT 0, bound_to TEXT,"
                 " PRIMARY KEY (stream, topic, \"partition\"))");
 }
 

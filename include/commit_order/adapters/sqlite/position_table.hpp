@@ -42,15 +42,20 @@ inline constexpr std::string_view sql_now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now
 /// what changes.
 class position_table final {
  public:
+  /// `bound_to` names the data table whose rows the positions vouch for (a transactional
+  /// sink's); empty for a position store's or an operator's rows, which claim nothing.
   position_table(connection& db, const std::string& table, std::string stream, std::string topic,
-                 bool create)
+                 bool create, std::string bound_to = {})
       : db_(&db)
       , stream_(std::move(stream))
       , topic_(std::move(topic))
-      , table_(require_identifier(table, "position table name")) {
+      , table_(require_identifier(table, "position table name"))
+      , data_table_(std::move(bound_to))
+      , bound_to_(data_table_.empty() ? std::string() : bound_to_with_source(data_table_, {})) {
     check_positions_layout(db, table_, topic_);
     if (create)
       db.exec(positions_definition(table_));
+    add_binding_column(db, table_, create);
     const std::string key = "stream = ?1 AND topic = ?2 AND \"partition\" = ?3";
     load_.emplace(db.prepare(concat("SELECT position, owner_epoch FROM ", table_, " WHERE ", key)));
     // The WHERE makes the write conditional on ownership: a stale owner's upsert changes no
@@ -63,22 +68,27 @@ class position_table final {
         table_, ".owner_epoch = excluded.owner_epoch")));
     // Raises the epoch or returns nothing: one statement, so no other connection's claim can
     // come between reading the epoch and raising it.
+    // A claim binds an unbound row to its table and returns the binding the row holds after
+    // it: another table's is refused (the transaction is rolled back), never taken over.
     claim_.emplace(db.prepare(concat(
         "INSERT INTO ", table_,
-        " (stream, topic, \"partition\", position, owner_epoch) VALUES (?1, ?2, ?3, NULL, ?4)"
-        " ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch ="
-        " excluded.owner_epoch WHERE ",
-        table_, ".owner_epoch <= excluded.owner_epoch RETURNING position")));
+        " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3,"
+        " NULL, ?4, ?5) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch ="
+        " excluded.owner_epoch, bound_to = COALESCE(",
+        table_, ".bound_to, excluded.bound_to) WHERE ", table_,
+        ".owner_epoch <= excluded.owner_epoch RETURNING position, bound_to")));
     // A fresh claim: one above whatever the row holds (1 for a new row), in one statement.
-    claim_next_.emplace(db.prepare(
-        concat("INSERT INTO ", table_,
-               " (stream, topic, \"partition\", position, owner_epoch) VALUES (?1, ?2, ?3, NULL, 1)"
-               " ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch = ",
-               table_, ".owner_epoch + 1 RETURNING owner_epoch, position")));
+    claim_next_.emplace(db.prepare(concat(
+        "INSERT INTO ", table_,
+        " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3,"
+        " NULL, 1, ?4) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch = ",
+        table_, ".owner_epoch + 1, bound_to = COALESCE(", table_,
+        ".bound_to, excluded.bound_to) RETURNING owner_epoch, position, bound_to")));
     for (statement* s : {&*load_, &*store_, &*claim_, &*claim_next_}) {
       s->bind(1, stream_);
       s->bind(2, topic_);
     }
+    bind_binding();
   }
 
   position_table(const position_table&) = delete;
@@ -126,6 +136,7 @@ class position_table final {
     std::optional<position> stored;
     if (!s.column_is_null(0))
       stored = position{s.column_int64(0)};
+    check_binding(k, s, 1);
     while (s.step()) {
     }
     return stored;
@@ -141,6 +152,7 @@ class position_table final {
       c.owner = epoch{s.column_int64(0)};
       if (!s.column_is_null(1))
         c.stored = position{s.column_int64(1)};
+      check_binding(k, s, 2);
       while (s.step()) {
       }
     }
@@ -149,15 +161,80 @@ class position_table final {
 
   [[nodiscard]] const std::string& topic() const noexcept { return topic_; }
 
+  /// Binds the claims to the source the positions are read from too (its identity), as well as
+  /// to the data table. Outside a claim; a table without a binding (a store's) ignores it.
+  void bind_source(std::string_view identity) {
+    if (bound_to_.empty() || identity.empty())
+      return;
+    bound_to_ = bound_to_with_source(data_table_, identity);
+    bind_binding();
+  }
+
  private:
   [[noreturn, gnu::cold, gnu::noinline]] void throw_fenced(partition_id k, epoch e) {
     throw fenced(e, load(k).owner, k);
+  }
+
+  void bind_binding() {
+    // The statements keep a pointer to bound_to_ (bound without a copy): rebound when it changes.
+    if (bound_to_.empty()) {
+      claim_->bind_null(5);
+      claim_next_->bind_null(4);
+    } else {
+      claim_->bind(5, bound_to_);
+      claim_next_->bind(4, bound_to_);
+    }
+  }
+
+  // The row a claim returned is bound to this table, or the claim is refused. (A row without
+  // a binding can only be returned to a claimer without one: a store's or an operator's.)
+  void check_binding(partition_id k, statement& s, int column) {
+    if (bound_to_.empty() || s.column_is_null(column))
+      return;
+    const std::string held = s.column_text(column);
+    if (held != bound_to_) [[unlikely]]
+      throw_bound_elsewhere(k, held);
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_bound_elsewhere(partition_id k,
+                                                                    const std::string& held) {
+    throw position_bound_elsewhere(
+        k, stream_, topic_, held, bound_to_,
+        concat("UPDATE ", table_, " SET bound_to = NULL WHERE stream = ", sql_literal(stream_),
+               " AND topic = ", sql_literal(topic_), " AND bound_to = ", sql_literal(held), ";"));
+  }
+
+  // Adds the binding column to a position table written before positions were bound.
+  static void add_binding_column(connection& db, const std::string& quoted, bool create) {
+    const std::string_view table = unquoted(quoted);
+    if (!has_table(db, table) || has_column(db, table, "bound_to"))
+      return;
+    const std::string add = concat("ALTER TABLE ", quoted, " ADD COLUMN bound_to TEXT");
+    if (!create)
+      throw commit_order::error(
+          concat("commit_order::sqlite: the position table '", table,
+                 "' has no column 'bound_to' (it was written before positions were bound to their "
+                 "table, and create_tables is off); add it with: ",
+                 add));
+    // Two sinks opening at once: the second waits for the first's write lock, then finds the
+    // column there.
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      if (!has_column(db, table, "bound_to"))
+        db.exec(add);
+      db.exec("COMMIT");
+    } catch (...) {
+      db.exec("ROLLBACK");
+      throw;
+    }
   }
 
   connection* db_;
   std::string stream_;
   std::string topic_;
   std::string table_;
+  std::string data_table_;
+  std::string bound_to_;
   std::optional<statement> load_;
   std::optional<statement> store_;
   std::optional<statement> claim_;

@@ -200,7 +200,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
         db_.exec(detail::partition_index_definition<D>());
     }
     positions_.emplace(db_, options.position_table, options.stream, options.topic,
-                       options.create_tables);
+                       options.create_tables, std::string(D::name));
     claim_log_.emplace(db_, options.claim_table, options.stream, options.topic,
                        std::move(options.member), options.create_tables);
     streams_.emplace(db_, options.stream_table, std::move(options.stream), std::move(options.topic),
@@ -356,6 +356,10 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     note_claim(k, c.owner);
     return c;
   }
+
+  /// Binds the position rows to the source they are read from as well as to the table (the
+  /// pipeline calls it with the source's identity, before the first claim).
+  void bind_source(const std::string& identity) { positions_->bind_source(identity); }
 
   /// The epoch of the last claim of partition `k` whose transaction committed.
   [[nodiscard]] std::optional<epoch> claimed_epoch(partition_id k = partition_id{0}) const {
