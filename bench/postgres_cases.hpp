@@ -4,8 +4,8 @@
 // library's pipeline and through the loop a careful engineer writes by hand with libpq.
 //
 // The hand-written twin does the same work the fastest way found here: per batch, the rows
-// deduplicated per key (the latest offset) and sorted by key, one `INSERT ... SELECT * FROM
-// unnest($1::bigint[], ...)` upsert with the partition-scoped offset guard, the fence
+// deduplicated per key (the latest offset) in the order the records came, one `INSERT ... SELECT *
+// FROM unnest($1::bigint[], ...)` upsert with the partition-scoped offset guard, the fence
 // (`SELECT ... FOR UPDATE` on the position row) and the position update, all in one pipelined
 // round trip, the results checked (the fence holds, the position changed one row, absorbed
 // rows counted), then COMMIT. It sends the very statements the adapter sends -- the same SQL
@@ -210,8 +210,8 @@ class handwritten_case final {
     const std::size_t n = records.size();
     if (n == 0)
       return 0;
-    // One row per key (the latest offset), in key order: a statement cannot touch a row
-    // twice, and every writer locks rows in the same order.
+    // One row per key (the latest offset; a statement cannot touch a row twice), sent in the
+    // order the records came (constraints between rows see what offset order gives).
     order_.clear();
     for (std::uint32_t i = 0; i < n; ++i)
       order_.push_back(i);
@@ -220,23 +220,28 @@ class handwritten_case final {
     };
     if (!std::is_sorted(order_.begin(), order_.end(), by_key))
       std::stable_sort(order_.begin(), order_.end(), by_key);
-    for (auto& a : arrays_)
-      a.clear();
-    std::size_t rows = 0;
+    kept_.clear();
     for (std::size_t i = 0; i < n;) {
       std::size_t j = i + 1;
       while (j < n && records[order_[j]].event.order_id == records[order_[i]].event.order_id)
         ++j;
-      const auto& r = records[order_[j - 1]];  // the latest offset of the key
+      kept_.push_back(order_[j - 1]);  // the latest offset of the key
+      i = j;
+    }
+    if (!std::is_sorted(kept_.begin(), kept_.end()))
+      std::sort(kept_.begin(), kept_.end());
+    for (auto& a : arrays_)
+      a.clear();
+    for (const std::uint32_t k : kept_) {
+      const auto& r = records[k];
       arrays_[0].add(r.event.order_id);
       arrays_[1].add(r.event.customer_id);
       arrays_[2].add(r.event.total_cents);
       arrays_[3].add(r.event.event_seq);
       arrays_[4].add(0);
       arrays_[5].add(r.source_offset.value());
-      ++rows;
-      i = j;
     }
+    const std::size_t rows = kept_.size();
     const char* values[6];
     for (std::size_t c = 0; c < 6; ++c)
       values[c] = arrays_[c].finish();
@@ -319,6 +324,7 @@ class handwritten_case final {
   std::string epoch_array_;
   std::string position_array_;
   std::vector<std::uint32_t> order_;
+  std::vector<std::uint32_t> kept_;
   pg::detail::array_builder arrays_[6];
   std::size_t absorbed_ = 0;
 };

@@ -103,6 +103,23 @@ class serialization_failure final : public infrastructure_error {
   using infrastructure_error::infrastructure_error;
 };
 
+/// The unit's rows were refused together, but no record fails when they are applied one by
+/// one in offset order: a deferred constraint that only the unit as a whole violates (one entry
+/// of a pair whose other half is missing), or a conflict with a transaction that has ended
+/// since. No record is to blame, so none is retried, dead-lettered or named: the unit is
+/// rolled back and the position held. Redoing the unit (a restart, or `retry_world`) gets past
+/// a conflict that has gone; a unit that violates a constraint stays refused until its data or
+/// the constraint is mended. `sqlstate()` and the message are the server's for the unit.
+class unit_refused final : public infrastructure_error {
+ public:
+  unit_refused(std::string_view sqlstate, std::string_view why)
+      : infrastructure_error(
+            sqlstate, detail::concat("the unit's rows were refused together (", why,
+                                     ") but no record is refused when they are applied one by "
+                                     "one in offset order: no record is to blame; the unit is "
+                                     "rolled back and its position held")) {}
+};
+
 /// The connection failed (the server went away, shut down, or the network broke): whatever
 /// the connection had open on the server is gone. The sink reopens it at its next transaction.
 class connection_lost final : public infrastructure_error {

@@ -35,12 +35,16 @@
 // in the pipeline would commit the zombie's rows.
 //
 // Before sending, the unit's rows are deduplicated per key (a statement cannot touch one row
-// twice: 21000) and sorted by key (every writer locks rows in the same order, so two never
-// deadlock). Which row of a key stays is the one the per-row write would have left: the
+// twice: 21000). Which row of a key stays is the one the per-row write would have left: the
 // highest offset (offset guard; the same key from two partitions is `key_moved_partition`),
 // the highest version (version guard), the last applied (plain upsert). A row superseded so
 // is never sent: a constraint it alone would violate goes unseen, as it would be overwritten
-// in the same transaction anyway. The append sink sends every row, in order.
+// in the same transaction anyway. The rows kept go in the order their records were applied
+// (the append sink sends every row, in order), one statement after another when the unit
+// spans `rows_per_statement`: a unique non-key column given up by one row and taken by a
+// later one, or a parent before its children in the same table, behave as applying the
+// records in offset order does. Two writers whose units share keys in different orders can
+// deadlock (40P01); the sink redoes the unit (below), as it does a serialization failure.
 //
 // RETURNING names the rows that changed; a row the guard kept out is a replay, counted in
 // `stats().rows_absorbed` (apply() returns before its row is sent, so it cannot say). For the
@@ -49,12 +53,15 @@
 //
 // ---- failures ----------------------------------------------------------------------------
 //   a row refused for its values (22xxx, 23xxx, also a deferred constraint at COMMIT): the
-//     transaction is rolled back, and the unit's rows are sent again one at a time in a
-//     transaction that is rolled back (deferred constraints checked per statement), which
-//     finds the row; commit() throws `row_failed` naming its record, with the `record_error`
-//     nested, and the pipeline retries, dead-letters or stops on that record. If no row fails
-//     alone (a conflict with a concurrent transaction that has gone since), it is an
-//     infrastructure_error: the unit is redone, nobody is blamed.
+//     transaction is rolled back, and every row of the unit is applied again, one statement
+//     each, in offset order, in a transaction that is rolled back (constraints keep their
+//     declared timing). The first statement refused is the record's: commit() throws
+//     `row_failed` naming it, with the `record_error` nested, and the pipeline retries,
+//     dead-letters or stops on that record. A deferred constraint refused when the unit ends
+//     names the one record the unit passes without (an entry whose counterpart is missing;
+//     never the healthy halves of a pair). If no record is the one (several are, or none: a
+//     conflict with a transaction that has gone since), no record is to blame: `unit_refused`,
+//     an infrastructure_error; the position is held, nothing is dead-lettered.
 //   40001 serialization failure, 40P01 deadlock: the sink sends the whole unit again (up to
 //     `serialization_retries` times; the position is only stored with its rows), then
 //     `serialization_failure`, an infrastructure_error. Only a unit nothing of which was sent
@@ -712,7 +719,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   // ---- sending a transaction -----------------------------------------------------------------
 
-  // Which of the unsent rows go out, one per key (see above), in key order; fills sent_.
+  // Which of the unsent rows go out, one per key (see above), in apply order; fills sent_.
   void select_rows() const {
     sent_.clear();
     const auto first = static_cast<std::uint32_t>(rows_sent_);
@@ -753,6 +760,12 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
         sent_.push_back(winner);
         i = j;
       }
+      // Each kept row where its record was applied: constraints between the unit's rows (a
+      // unique non-key column given up and taken, a parent before its children) see what
+      // applying the records in offset order gives. The rows are already in key order when
+      // the keys rose with the offsets (the common case), and sent_ then in apply order.
+      if (!std::is_sorted(sent_.begin(), sent_.end()))
+        std::sort(sent_.begin(), sent_.end());
     }
   }
 
@@ -853,10 +866,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
       roll_back_on_server();
       state_ = tx_state::failed;
       const bool a_row = i >= rows_at && i < store_at;
-      if (a_row && is_record_failure(failure.sqlstate())) {
-        const std::size_t c = i - rows_at;
-        diagnose(c * per, std::min(sent_.size(), (c + 1) * per), failure);
-      }
+      if (a_row && is_record_failure(failure.sqlstate()))
+        diagnose(failure);
       if (is_serialization_failure(failure.sqlstate()))
         throw serialization_failure(failure.sqlstate(), failure.message());
       // A refused position or fence statement is not a record's doing.
@@ -987,8 +998,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     }
     state_ = tx_state::failed;
     roll_back_on_server();
-    if (is_record_failure(r.sqlstate()))  // a deferred constraint: which row?
-      diagnose(0, sent_.size(), r);
+    if (is_record_failure(r.sqlstate()))  // a deferred constraint: does one record fail?
+      diagnose(r);
     if (is_serialization_failure(r.sqlstate()))
       throw serialization_failure(r.sqlstate(), r.message());
     throw infrastructure_error(r.sqlstate(), detail::concat("COMMIT: ", r.message()));
@@ -1029,67 +1040,116 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     }
   }
 
-  // Rows sent_[first, last) were refused together with a record's SQLSTATE (`failure`): each
-  // is sent alone, in apply order, in a transaction that is rolled back (deferred constraints
-  // checked per statement); the first refused is the record's. Throws row_failed naming it
-  // (with its record_error nested), or an infrastructure_error when no row fails alone.
-  [[noreturn]] void diagnose(std::size_t first, std::size_t last, const result& failure) const {
+  // The unit's rows were refused together with a record's SQLSTATE (`failure`): which record,
+  // if any, is to blame? Every row of the unit (what earlier round trips of this transaction
+  // sent too) is applied again, one statement each, in the order its record was applied, in
+  // transactions that are rolled back; constraints keep their declared timing.
+  // - The first statement refused is the first record that fails when the unit is applied in
+  //   offset order: commit() throws row_failed naming it (its record_error nested), and the
+  //   pipeline retries, dead-letters or stops on that record.
+  // - If none is refused, the failure is a deferred constraint's, checked when the unit ends.
+  //   A record is named only when the unit without it passes that check and the unit without
+  //   any other record does not: one entry whose counterpart is missing is named, the two
+  //   healthy halves of a pair never are (a unit of more than `diagnosis_chunk` rows is not
+  //   searched so: that costs a transaction per row).
+  // - Otherwise no record is to blame (no record is the one; or a conflict with a transaction
+  //   that has ended since): `unit_refused`, the position unmoved, nothing dead-lettered.
+  [[noreturn]] void diagnose(const result& failure) const {
     ++stats_.diagnoses;
-    std::vector<std::uint32_t> rows(sent_.begin() + static_cast<std::ptrdiff_t>(first),
-                                    sent_.begin() + static_cast<std::ptrdiff_t>(last));
-    std::sort(rows.begin(), rows.end());  // rows_ is in apply order
     std::vector<detail::array_builder> arrays(diagnosis_chunk * arrays_per_statement);
     std::vector<const char*> values(arrays.size());
-    const auto finish = [&] { roll_back_on_server(); };
+    // Queues the rows [from, to) of rows_ but `skip`, one statement each.
+    const auto send_rows = [&](std::size_t from, std::size_t to, std::size_t skip) {
+      for (std::size_t i = from, slot = 0; i < to; ++i) {
+        if (i == skip)
+          continue;
+        detail::array_builder* a = arrays.data() + slot * arrays_per_statement;
+        for (std::size_t c = 0; c < arrays_per_statement; ++c)
+          a[c].clear();
+        const pending_row& r = rows_[i];
+        cols::add_to(a, r.row);
+        a[cols::count].add(r.k.value());
+        a[cols::count + 1].add(r.o.value());
+        for (std::size_t c = 0; c < arrays_per_statement; ++c)
+          values[slot * arrays_per_statement + c] = a[c].finish();
+        db_.send_prepared(write_name, static_cast<int>(arrays_per_statement),
+                          values.data() + slot * arrays_per_statement);
+        ++slot;
+      }
+    };
+    // Runs what is queued; the index of the first statement refused, if any.
+    const auto first_refused = [&](std::string_view doing) -> std::optional<std::size_t> {
+      ++stats_.round_trips;
+      db_.run();
+      std::vector<result>& results = db_.results();
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        if (results[i].ok())
+          continue;
+        if (!is_record_failure(results[i].sqlstate())) {
+          const result refused = std::move(results[i]);
+          roll_back_on_server();
+          db_.fail(refused, doing);
+        }
+        return i;
+      }
+      return std::nullopt;
+    };
+    const auto blame = [&](std::size_t i, std::string_view why, std::string_view sqlstate) {
+      const pending_row& r = rows_[i];
+      try {
+        throw record_error(sqlstate,
+                           detail::concat("the row of ", cols::key_text(r.row), ": ", why));
+      } catch (...) {
+        std::throw_with_nested(row_failed(r.k, r.o, std::string(why)));
+      }
+    };
     try {
       db_.ensure();
       server_open_ = true;
-      db_.exec("BEGIN; SET CONSTRAINTS ALL IMMEDIATE");
-      for (std::size_t from = 0; from < rows.size(); from += diagnosis_chunk) {
-        const std::size_t to = std::min(rows.size(), from + diagnosis_chunk);
-        for (std::size_t i = from; i < to; ++i) {
-          detail::array_builder* a = arrays.data() + (i - from) * arrays_per_statement;
-          for (std::size_t c = 0; c < arrays_per_statement; ++c)
-            a[c].clear();
-          const pending_row& r = rows_[rows[i]];
-          cols::add_to(a, r.row);
-          a[cols::count].add(r.k.value());
-          a[cols::count + 1].add(r.o.value());
-          for (std::size_t c = 0; c < arrays_per_statement; ++c)
-            values[(i - from) * arrays_per_statement + c] = a[c].finish();
-          db_.send_prepared(write_name, static_cast<int>(arrays_per_statement),
-                            values.data() + (i - from) * arrays_per_statement);
-        }
-        ++stats_.round_trips;
-        db_.run();
-        std::vector<result>& results = db_.results();
-        for (std::size_t i = 0; i < results.size(); ++i) {
-          if (results[i].ok())
-            continue;
-          const result refused = std::move(results[i]);
-          finish();
-          if (!is_record_failure(refused.sqlstate()))
-            db_.fail(refused, "finding the refused row");
-          const pending_row& r = rows_[rows[from + i]];
-          const std::string why = refused.message();
-          try {
-            throw record_error(refused.sqlstate(),
-                               detail::concat("the row of ", cols::key_text(r.row), ": ", why));
-          } catch (...) {
-            std::throw_with_nested(row_failed(r.k, r.o, why));
-          }
+      db_.exec("BEGIN");
+      for (std::size_t from = 0; from < rows_.size(); from += diagnosis_chunk) {
+        const std::size_t to = std::min(rows_.size(), from + diagnosis_chunk);
+        send_rows(from, to, to);
+        if (const auto at = first_refused("applying the unit's rows one by one")) {
+          const result refused = std::move(db_.results()[*at]);
+          roll_back_on_server();
+          blame(from + *at, refused.message(), refused.sqlstate());
         }
       }
-      finish();
+      // Every row was taken alone: does the unit still fail its deferred constraints?
+      db_.send("SET CONSTRAINTS ALL IMMEDIATE");
+      const bool deferred = first_refused("checking the unit's deferred constraints").has_value();
+      roll_back_on_server();
+      if (deferred && rows_.size() <= diagnosis_chunk) {
+        std::optional<std::size_t> culprit;
+        std::string why;
+        for (std::size_t skip = 0; skip < rows_.size(); ++skip) {
+          server_open_ = true;
+          db_.send("BEGIN");
+          send_rows(0, rows_.size(), skip);
+          db_.send("SET CONSTRAINTS ALL IMMEDIATE");
+          const bool refused = first_refused("checking the unit without one row").has_value();
+          roll_back_on_server();
+          if (refused)
+            continue;
+          if (culprit) {  // two records either of which the unit passes without: neither
+            culprit.reset();
+            break;
+          }
+          culprit = skip;
+        }
+        if (culprit)
+          blame(*culprit,
+                detail::concat(failure.message(),
+                               " (the unit passes its deferred constraints without this row "
+                               "alone)"),
+                failure.sqlstate());
+      }
     } catch (...) {
-      finish();
+      roll_back_on_server();
       throw;
     }
-    throw infrastructure_error(
-        failure.sqlstate(),
-        detail::concat("the unit's rows were refused together (", failure.message(),
-                       ") but no row is refused alone -- a conflict with a transaction that has "
-                       "ended since; the unit is redone"));
+    throw unit_refused(failure.sqlstate(), failure.message());
   }
 
   mutable connection db_;
