@@ -56,7 +56,7 @@ TransactionalPosition at batch 1, 64 and 512 into \`orders_flat\` on a throwaway
   with \`postgres::guarded_upsert_sink\` (\`synced\` on the fsync=on server, \`buffered\` on
   the fsync=off one);
 - \`handwritten/postgres/TransactionalPosition/<server>/batch:<B>\` — the libpq loop a careful
-  engineer writes, the fastest found: per batch the rows deduplicated per key and sent in the order they came, one
+  engineer writes, the fastest found: per batch every row in the order it came (no batch repeats a key), one
   \`INSERT … SELECT * FROM unnest(\$1::bigint[], …)\` upsert, the fence and the position
   update in the same pipelined round trip, the results checked, then COMMIT. (Measured on this
   kind of machine for issue 12 and in the research notes: one statement per row reached 18–31k

@@ -295,7 +295,7 @@ class position_bound_elsewhere final : public error {
             {"commit_order: the position of stream '", stream, "', topic '", topic, "', partition ",
              detail::decimal(partition.value()), " vouches for table ", bound_to,
              ", not for this sink's table ", mine,
-             "': two consumers share one position, and this one would skip what the other "
+             ": two consumers share one position, and this one would skip what the other "
              "read. Give each consumer its own stream (sink_options::stream). To move the "
              "position to this table deliberately, with every consumer of it stopped, run: ",
              release}))

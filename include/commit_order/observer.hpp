@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <string_view>
 
+#include "commit_order/detail/chrono.hpp"
 #include "commit_order/offset.hpp"
 
 namespace commit_order {
@@ -40,6 +41,11 @@ struct auto_committed final {
 /// `on(retried, offset, std::size_t attempt)`: a failed record is tried again.
 struct retried final {
   static constexpr std::string_view name = "retried";
+};
+/// `on(world_retried, std::size_t attempt, std::chrono::milliseconds wait)`: a unit (or, outside
+/// a transaction, a write) the world failed is tried again after `wait` (`retry_world`).
+struct world_retried final {
+  static constexpr std::string_view name = "world_retried";
 };
 /// `on(dead_lettered, offset)`: a record was given to the dead-letter sink.
 struct dead_lettered final {
@@ -83,6 +89,7 @@ inline constexpr bool observer_misses_a_hook =
     detail::near_miss<O, events::unit_committed, position> ||
     detail::near_miss<O, events::auto_committed, position> ||
     detail::near_miss<O, events::retried, offset, std::size_t> ||
+    detail::near_miss<O, events::world_retried, std::size_t, std::chrono::milliseconds> ||
     detail::near_miss<O, events::dead_lettered, offset> ||
     detail::near_miss<O, events::record_failed, offset>;
 
@@ -98,6 +105,7 @@ struct counting_observer final {
   std::size_t units_committed = 0;   ///< units whose position became durable
   std::size_t auto_commits = 0;      ///< timer commits (AutoCommit)
   std::size_t retries = 0;           ///< re-attempts after a failed record
+  std::size_t world_retries = 0;     ///< tries again after the world's failure (retry_world)
   std::size_t dead_lettered = 0;     ///< records given to the dead-letter sink
   std::size_t records_failed = 0;    ///< failures that stopped the pipeline
 
@@ -110,6 +118,9 @@ struct counting_observer final {
   void on(events::unit_committed, position) noexcept { ++units_committed; }
   void on(events::auto_committed, position) noexcept { ++auto_commits; }
   void on(events::retried, offset, std::size_t) noexcept { ++retries; }
+  void on(events::world_retried, std::size_t, std::chrono::milliseconds) noexcept {
+    ++world_retries;
+  }
   void on(events::dead_lettered, offset) noexcept { ++dead_lettered; }
   void on(events::record_failed, offset) noexcept { ++records_failed; }
 };

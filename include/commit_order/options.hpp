@@ -121,6 +121,51 @@ concept error_handling = requires {
   { H::dead_letters } -> std::convertible_to<bool>;
 };
 
+/// Try a unit the world failed up to N more times, waiting between tries (settings::
+/// world_backoff), and handle a record's own failure with `OnRecord`. The world's failure is an
+/// `infrastructure_error` a step raised (a 503 from an API a sink writes to, a busy or
+/// unreachable database, a serialization failure that outlasted the sink's own retries), not
+/// a record's: the position is held while it is tried again, the record is never blamed or
+/// dead-lettered for it, and once the N tries are spent the last error stops the pipeline as
+/// it would have without them. A transactional unit is rolled back and re-run whole; outside a
+/// transaction the failed write is tried again in place (rule R16: the sink must be Idempotent
+/// or DuplicatesHarmless, as a write that failed may have landed). Not tried again: a failed
+/// rollback (`rollback_failed`: the sink's state is unknown), a key that moved partition, and
+/// everything that is not an infrastructure_error (`fenced`, `position_lost`, ...).
+template <std::size_t N, error_handling OnRecord = stop>
+struct retry_world final {
+  static_assert(N > 0, "retry_world<N> needs N >= 1");
+  static constexpr std::size_t retries = OnRecord::retries;
+  static constexpr bool dead_letters = OnRecord::dead_letters;
+  static constexpr std::size_t world_retries = N;
+  using on_record = OnRecord;
+};
+
+namespace detail {
+/// How many more times a unit the world failed is tried: 0 unless the handling is retry_world.
+template <class H>
+inline constexpr std::size_t world_retries_v = 0;
+template <class H>
+requires requires {
+  H::world_retries;
+}
+inline constexpr std::size_t world_retries_v<H> = H::world_retries;
+}  // namespace detail
+
+/// The waits of `retry_world`: `first` before the first try again, doubled after each, never
+/// more than `longest`.
+struct backoff final {
+  std::chrono::milliseconds first{100};
+  std::chrono::milliseconds longest{10000};
+  /// The wait before try `attempt` (1 for the first try again).
+  [[nodiscard]] constexpr std::chrono::milliseconds before(std::size_t attempt) const noexcept {
+    std::chrono::milliseconds wait = first;
+    for (std::size_t i = 1; i < attempt && wait < longest; ++i)
+      wait *= 2;
+    return wait < longest ? wait : longest;
+  }
+};
+
 // ---- run-time settings ---------------------------------------------------------------------
 
 /// Run-time settings of a pipeline.
@@ -142,6 +187,8 @@ struct settings final {
   std::optional<position> initial_position{};
   /// With an executor: the most records in flight at once (back-pressure on the poll).
   std::size_t max_in_flight = 4096;
+  /// `retry_world`'s waits between tries (unused by every other error handling).
+  backoff world_backoff{};
 };
 
 namespace detail {

@@ -687,8 +687,9 @@ struct out_of_order_needs_offset_guard final {
                                     !guarded_v<typename C::sink_type>);
 };
 
-/// R16 — a retried write that had landed before it failed is applied twice. A write inside a
-/// sink transaction is retried by re-running the rolled-back unit, which is always safe.
+/// R16 — a retried write that had landed before it failed is applied twice, whether the record
+/// (`retry<N>`) or the world (`retry_world<N>`) failed it. A write inside a sink transaction is
+/// retried by re-running the rolled-back unit, which is always safe.
 struct retry_needs_idempotent_sink final {
   static constexpr std::string_view id = "R16";
   static constexpr std::string_view message =
@@ -697,11 +698,13 @@ struct retry_needs_idempotent_sink final {
       "DuplicatesHarmless, or use stop";
   static constexpr std::string_view prevents = "a duplicate made by the retry itself";
   template <class C>
-  static constexpr bool violated = C::error_handling_type::retries > 0 &&
-                                   !policy_facts_v<typename C::policy_type>.uses_transaction &&
-                                   !has_capability_v<typename C::sink_type, Transactional> &&
-                                   !has_capability_v<typename C::sink_type, Idempotent> &&
-                                   !has_capability_v<typename C::sink_type, DuplicatesHarmless>;
+  static constexpr bool violated =
+      (C::error_handling_type::retries > 0 ||
+       commit_order::detail::world_retries_v<typename C::error_handling_type> > 0) &&
+      !policy_facts_v<typename C::policy_type>.uses_transaction &&
+      !has_capability_v<typename C::sink_type, Transactional> &&
+      !has_capability_v<typename C::sink_type, Idempotent> &&
+      !has_capability_v<typename C::sink_type, DuplicatesHarmless>;
 };
 
 /// R17 — offsets of different partitions are not comparable: a guard on source offsets alone

@@ -51,6 +51,8 @@ compile_fail_case(r15_out_of_order_needs_offset_guard R15
   "commit_order R15: writes handed to an executor land out of order")
 compile_fail_case(r16_retry_needs_idempotent_sink R16
   "commit_order R16: retrying a write outside a transaction can apply it twice")
+compile_fail_case(r16_world_retry_needs_idempotent_sink R16
+  "commit_order R16: retrying a write outside a transaction can apply it twice")
 compile_fail_case(s1_not_a_policy S1
   "commit_order S1: Policy is not a policy")
 compile_fail_case(s2_not_a_source S2

@@ -73,6 +73,13 @@ class client final {
       throw std::runtime_error("pg_test::client: " + sql + ": " + r.message());
     return r;
   }
+  /// The single text `sql` returns ("" for NULL or no row).
+  std::string text(const std::string& sql) {
+    const pg::result r = exec(sql);
+    if (r.rows() == 0 || r.is_null(0, 0))
+      return {};
+    return std::string(r.text(0, 0));
+  }
   /// The single integer `sql` returns (nullopt for NULL or no row).
   std::optional<std::int64_t> integer(const std::string& sql) {
     const pg::result r = exec(sql);

@@ -73,7 +73,7 @@ TEST_CASE("a role whose default is synchronous_commit=off still commits synchron
 
 // ---- the write path --------------------------------------------------------------------------
 
-TEST_CASE("a unit's rows go out as one statement, with the positions, in two round trips") {
+TEST_CASE("a unit's rows go out in apply order with the positions, in two round trips") {
   const std::string schema = fresh_schema(conninfo(), "t_one_statement");
   guarded<> sink(conninfo(), in_schema(schema));
   sink.begin();
@@ -88,9 +88,11 @@ TEST_CASE("a unit's rows go out as one statement, with the positions, in two rou
   sink.commit();
   const pg::sink_stats& after = sink.stats();
   CHECK(after.round_trips - before.round_trips == 2);  // BEGIN+fence+rows+positions, COMMIT
-  CHECK(after.write_statements - before.write_statements == 1);
-  CHECK(after.rows_sent - before.rows_sent == 200);  // one per key: the latest offset
-  CHECK(after.rows_collapsed - before.rows_collapsed == 300);
+  // Every row, in apply order; a key never twice in one statement: 200 keys, 500 rows, three
+  // statements (the rows of offsets 0-199, 200-399, 400-499), all in the same round trip.
+  CHECK(after.write_statements - before.write_statements == 3);
+  CHECK(after.rows_sent - before.rows_sent == 500);
+  CHECK(after.key_splits - before.key_splits == 2);
   CHECK(sink.load_position(p0) == co::position{500});
   // Prepared once on the sink's connection, reused by every unit.
   CHECK(sink.database()
@@ -248,7 +250,7 @@ TEST_CASE("floating-point keys are compared as PostgreSQL does: NaN is one key, 
   CHECK(c.integer("SELECT value FROM readings WHERE sensor = 'NaN'") == 8);
   CHECK(c.integer("SELECT value FROM readings WHERE sensor = 0") == 9);
   CHECK(c.integer("SELECT value FROM readings WHERE sensor = 2.5") == 7);
-  CHECK(sink.stats().rows_collapsed == 2);
+  CHECK(sink.stats().key_splits == 1);  // the second NaN starts a statement; 0.0 is in another
 }
 
 TEST_CASE("members starting at once create their schema and tables once, and none fails") {
@@ -359,7 +361,7 @@ TEST_CASE("the version guard lets the newer version win from any partition") {
   sink.apply(p1, co::offset{2}, ev(1, 7));  // the same unit: version 7 stays
   sink.apply(p0, co::offset{11}, ev(2, 3));
   sink.commit();
-  CHECK(sink.stats().rows_collapsed == 1);
+  CHECK(sink.stats().key_splits == 1);  // order 1's second row goes in a statement of its own
   sink.begin();
   sink.apply(p2, co::offset{0}, ev(1, 6));  // older version: absorbed
   sink.apply(p2, co::offset{1}, ev(2, 4));  // newer, from another partition: wins
@@ -490,4 +492,125 @@ TEST_CASE("the partition count is recorded at the first claim, the era is an ope
   CHECK(sink.era() == 0);
   CHECK(sink.bump_era() == 1);
   CHECK(sink.era() == 1);
+}
+
+// ---- what stays of a key written twice in one unit is the server's to decide -------------
+// Found by the storage review of issue 21: the unit's rows were collapsed per key by this
+// code's ordering, which is not the server's, and a superseded row was never sent.
+
+namespace {
+struct versioned_note {
+  std::int64_t id = 0;
+  std::string payload;
+  std::string text_version;
+  double float_version = 0;
+};
+struct text_versioned final
+    : pg::table_layout<"text_versioned", versioned_note,
+                       pg::key_columns<pg::column<"id", &versioned_note::id>>,
+                       pg::value_columns<pg::column<"payload", &versioned_note::payload>,
+                                         pg::column<"ver", &versioned_note::text_version>>> {};
+struct float_versioned final
+    : pg::table_layout<"float_versioned", versioned_note,
+                       pg::key_columns<pg::column<"id", &versioned_note::id>>,
+                       pg::value_columns<pg::column<"payload", &versioned_note::payload>,
+                                         pg::column<"ver", &versioned_note::float_version>>> {};
+struct with_email {
+  std::int64_t id = 0;
+  std::string email;
+};
+struct emails final
+    : pg::table_layout<"emails", with_email, pg::key_columns<pg::column<"id", &with_email::id>>,
+                       pg::value_columns<pg::column<"email", &with_email::email>>> {};
+}  // namespace
+
+TEST_CASE("a text version is compared by the column's collation, not by its bytes") {
+  // Under a linguistic collation 'a' < 'B'; bytewise 'B' < 'a'. Record by record, version "B"
+  // (offset 1) replaces version "a" (offset 0).
+  const std::string schema = fresh_schema(conninfo(), "t_text_version");
+  using sink_t =
+      pg::version_guarded_sink<text_versioned, &versioned_note::text_version, pg::buffered>;
+  sink_t sink(conninfo(), in_schema(schema));
+  client c(conninfo(), schema);
+  c.exec("ALTER TABLE text_versioned ALTER COLUMN ver TYPE TEXT COLLATE \"en-x-icu\"");
+  REQUIRE(c.integer("SELECT ('a' COLLATE \"en-x-icu\" < 'B')::int") == 1);
+  sink.begin();
+  sink.apply(p0, co::offset{0}, versioned_note{1, "first", "a", 0});
+  sink.apply(p0, co::offset{1}, versioned_note{1, "second", "B", 0});
+  sink.store_position(p0, co::position{2});
+  sink.commit();
+  CHECK(c.text("SELECT payload FROM text_versioned WHERE id = 1") == "second");
+}
+
+TEST_CASE("a NaN version is ordered as the server orders it: above every number") {
+  const std::string schema = fresh_schema(conninfo(), "t_nan_version");
+  using sink_t =
+      pg::version_guarded_sink<float_versioned, &versioned_note::float_version, pg::buffered>;
+  sink_t sink(conninfo(), in_schema(schema));
+  sink.begin();
+  sink.apply(p0, co::offset{0}, versioned_note{1, "first", "", 1.0});
+  sink.apply(p0, co::offset{1}, versioned_note{1, "second", "", std::nan("")});
+  sink.store_position(p0, co::position{2});
+  sink.commit();
+  CHECK(client(conninfo(), schema).text("SELECT payload FROM float_versioned WHERE id = 1") ==
+        "second");
+}
+
+TEST_CASE("a unique value freed, taken, and its key moved on in one unit commits") {
+  // Key 1 holds q@x. Offset 1 moves key 1 to a@x, offset 2 gives key 2 q@x, offset 3 moves key
+  // 1 to c@x: legal record by record. Collapsed to key 1's last row, sent after key 2's, it
+  // collided with the stored q@x, and no record was to blame: the pipeline wedged.
+  const std::string schema = fresh_schema(conninfo(), "t_unique_wedge");
+  pg::guarded_upsert_sink<emails, pg::buffered> sink(conninfo(), in_schema(schema));
+  client c(conninfo(), schema);
+  c.exec("ALTER TABLE emails ADD CONSTRAINT one_owner UNIQUE (email)");
+  sink.begin();
+  sink.apply(p0, co::offset{0}, with_email{1, "q@x"});
+  sink.store_position(p0, co::position{1});
+  sink.commit();
+  sink.begin();
+  sink.apply(p0, co::offset{1}, with_email{1, "a@x"});
+  sink.apply(p0, co::offset{2}, with_email{2, "q@x"});
+  sink.apply(p0, co::offset{3}, with_email{1, "c@x"});
+  sink.store_position(p0, co::position{4});
+  CHECK_NOTHROW(sink.commit());
+  CHECK(c.text("SELECT email FROM emails WHERE id = 1") == "c@x");
+  CHECK(c.text("SELECT email FROM emails WHERE id = 2") == "q@x");
+  CHECK(sink.load_position(p0) == co::position{4});
+}
+
+namespace {
+struct alias_orders final
+    : pg::table_layout<"alias_orders", order_event,
+                       pg::key_columns<pg::column<"order_id", &order_event::order_id>>,
+                       pg::value_columns<pg::column<"total_cents", &order_event::total_cents>>> {};
+}  // namespace
+
+TEST_CASE(
+    "a sink naming the schema its table is in vouches for the same table as one that does "
+    "not") {
+  // The binding was the configured name ('alias_orders' against 'public.alias_orders'): the
+  // same table and position row, refused as another's.
+  client admin(conninfo());
+  admin.exec("DROP TABLE IF EXISTS public.alias_orders");
+  if (admin.integer("SELECT (to_regclass('public.commit_order_positions') IS NOT NULL)::int") == 1)
+    admin.exec("DELETE FROM public.commit_order_positions WHERE stream = 'schema alias'");
+  pg::sink_options unnamed;
+  unnamed.stream = "schema alias";
+  {
+    pg::guarded_upsert_sink<alias_orders, pg::buffered> a(conninfo(), unnamed);
+    a.begin();
+    CHECK_FALSE(a.claim(p0, co::epoch{1}).has_value());
+    a.apply(p0, co::offset{2}, order_event{1, 2, 3, 4});
+    a.store_position(p0, co::position{3});
+    a.commit();
+  }
+  pg::sink_options named = unnamed;
+  named.schema = "public";
+  pg::guarded_upsert_sink<alias_orders, pg::buffered> b(conninfo(), named);
+  b.begin();
+  CHECK(b.claim(p0, co::epoch{2}) == co::position{3});
+  b.commit();
+  admin.exec("DROP TABLE public.alias_orders");
+  admin.exec("DELETE FROM public.commit_order_positions WHERE stream = 'schema alias'");
 }

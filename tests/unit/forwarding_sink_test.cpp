@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -65,6 +66,15 @@ struct sentinel_position_sink {
   co::position load_position() const { return co::position{0}; }
 };
 
+/// Binds its positions to the source that feeds it (the SQL sinks' bind_source).
+struct bound_sink {
+  using row_type = order_event;
+  using capabilities = co::capabilities<co::Volatile>;
+  std::string bound;
+  void apply(co::offset, const order_event&) {}
+  void bind_source(const std::string& identity) { bound = identity; }
+};
+
 template <class Sink, class Policy>
 using verdict_for =
     std::conditional_t<co::policy_facts_v<Policy>.uses_position_store,
@@ -89,7 +99,8 @@ constexpr bool same_to_the_rules =
     co::transactional_sink<S>&& co::fencing_sink<W> ==
     co::fencing_sink<S>&& co::watermarked_sink<W> ==
     co::watermarked_sink<S>&& co::runtime_limited_sink<W> ==
-    co::runtime_limited_sink<S>&& co::declares_capabilities<W> ==
+    co::runtime_limited_sink<S>&& co::source_bound_sink<W> ==
+    co::source_bound_sink<S>&& co::declares_capabilities<W> ==
     co::declares_capabilities<S>&& std::is_same_v<typename capabilities_or_none<W>::type,
                                                   typename capabilities_or_none<S>::type>&&
         std::is_same_v<co::sink_key_t<W>, co::sink_key_t<S>>&& std::is_same_v<
@@ -111,6 +122,7 @@ static_assert(forwarded_either_way<undeclared_sink>);
 static_assert(forwarded_either_way<mutable_row_sink>);
 static_assert(forwarded_either_way<half_transactional_sink>);
 static_assert(forwarded_either_way<sentinel_position_sink>);
+static_assert(forwarded_either_way<bound_sink>);
 
 // The mistakes are the wrapped sink's, and the rules name them as such.
 static_assert(std::is_same_v<verdict_for<wrapped<undeclared_sink>, co::AtLeastOnce<>>,
@@ -193,6 +205,18 @@ TEST_CASE("forwarding_sink: every call reaches the wrapped sink, through the gua
   CHECK(guarded_calls == 14);  // each of the fourteen calls above, once
   CHECK(table.size() == 1);
   CHECK(table.find({1})->row.total_cents == 3);
+}
+
+TEST_CASE("forwarding_sink: the source's identity reaches the wrapped sink") {
+  // Dropped, the wrapped sink's position rows would be bound to its table only, and two
+  // sources feeding one table under one stream would share a position.
+  bound_sink inner;
+  wrapped<bound_sink&> w(inner);
+  w.bind_source("kafka topic 'orders'");
+  CHECK(inner.bound == "kafka topic 'orders'");
+  co::memory::synchronized<bound_sink> locked;
+  locked.bind_source("kafka topic 'refunds'");
+  CHECK(locked.inner().bound == "kafka topic 'refunds'");
 }
 
 TEST_CASE("forwarding_sink: an owned sink is built from the constructor's arguments") {

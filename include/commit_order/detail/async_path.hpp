@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "commit_order/detail/async_writes.hpp"
@@ -25,6 +26,7 @@
 #include "commit_order/errors.hpp"
 #include "commit_order/observer.hpp"
 #include "commit_order/offset.hpp"
+#include "commit_order/options.hpp"
 
 namespace commit_order::detail {
 
@@ -69,25 +71,38 @@ class async_path final {
   /// Hands the write of one record to the executor, after waiting for room (back-pressure: the
   /// poll waits for the workers).
   template <class Sink, class E>
-  void hand_out(Sink* sink, std::size_t max_in_flight, partition_id k, offset o, const E& event) {
+  void hand_out(Sink* sink, std::size_t max_in_flight, backoff waits, partition_id k, offset o,
+                const E& event) {
     wait_below(max_in_flight);
     // The ticket registers the record; if the task never runs (the executor drops it, or
     // cannot take it), the ticket's destructor reports the record as failed.
     auto ticket = std::make_shared<async_ticket<Event>>(state_, k, o, Event(event));
-    executor_->execute([ticket, sink] {
+    executor_->execute([ticket, sink, waits] {
       ticket->ran = true;
       std::exception_ptr error;
-      for (std::size_t attempt = 0;; ++attempt) {
+      [[maybe_unused]] std::size_t world_tries = 0;
+      for (std::size_t attempt = 0;;) {
         try {
           sink_apply<partitioned>(*sink, ticket->partition, ticket->at, Transform{}(ticket->event));
           error = nullptr;
           break;
-        } catch (const infrastructure_error&) {
+        } catch (const infrastructure_error& x) {
           error = std::current_exception();  // the world's failure: never retried as the record's
+          // retry_world tries the write again on this worker (unreported to the observer,
+          // which runs on the pipeline's thread only).
+          if constexpr (world_retries_v < Handling >> 0) {
+            if (dynamic_cast<const key_moved_partition*>(&x) == nullptr &&
+                world_tries < world_retries_v<Handling>) {
+              const auto wait = waits.before(++world_tries);
+              if (wait.count() > 0)
+                std::this_thread::sleep_for(wait);
+              continue;
+            }
+          }
           break;
         } catch (...) {
           error = std::current_exception();
-          if (attempt >= Handling::retries)
+          if (attempt++ >= Handling::retries)
             break;
         }
       }

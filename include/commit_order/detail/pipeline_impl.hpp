@@ -13,6 +13,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -123,10 +124,12 @@ struct loop_traits final {
   static constexpr bool prefix_commit = !tx_unit && facts.uses_position_store &&
                                         !facts.position_on_timer &&
                                         facts.write_durable_at < facts.position_durable_at;
+  /// How many more times a unit (outside a transaction: a write) the world failed is tried.
+  static constexpr std::size_t world_retries = world_retries_v<handling>;
   /// Non-transactional writes retry and dead-letter per record; a transactional unit is rolled
   /// back and re-run whole, because the sink may have aborted its transaction.
   static constexpr bool per_record_handling =
-      !tx_unit && (handling::retries > 0 || handling::dead_letters);
+      !tx_unit && (handling::retries > 0 || handling::dead_letters || world_retries > 0);
   /// Only a transactional unit that retries counts retries per failed record.
   static constexpr bool unit_retries = tx_unit && handling::retries > 0;
   static constexpr bool unit_dead_letters = tx_unit && handling::dead_letters;
@@ -775,6 +778,7 @@ class pipeline_impl {
       unit_size_ = count;
     else
       (void)count;
+    [[maybe_unused]] std::size_t world_tries = 0;
     for (;;) {
       try {
         run_unit(first, last, unit_end, unit_index, std::make_index_sequence<steps::size - 1>{});
@@ -782,6 +786,16 @@ class pipeline_impl {
       } catch (const std::exception& e) {
         if constexpr (first_from_count)
           first = last - static_cast<std::ptrdiff_t>(unit_size_);
+        if constexpr (traits::world_retries > 0) {
+          // The world's failure, not a record's: the unit (rolled back, if it is a transaction)
+          // is run again after a wait, its position held. A write outside a transaction was
+          // tried again in place already, and is not tried again here.
+          const bool in_place = std::exchange(world_spent_, false);
+          if (!failed_ && !in_place && world_may_pass(e) && world_tries < traits::world_retries) {
+            wait_for_world(++world_tries);
+            continue;
+          }
+        }
         // Only a record's failure is handled here; a failing begin, commit or position store is
         // not the record's fault and propagates as it is (after the rollback in run_unit) --
         // unless the sink names the record whose row failed there (row_failed: a sink that
@@ -874,6 +888,11 @@ class pipeline_impl {
           committed_ = prefix;
         }
       }
+    } else if constexpr (tx_unit && facts.may_lose()) {
+      // The position went first (AtMostOnce) and the unit's transaction was rolled back with
+      // the failed record: the records before it are written again, in a transaction of their
+      // own, so only the failed record and what follows it are lost, as the error says.
+      write_before(first, last, bad);
     } else {
       (void)first;
       (void)last;
@@ -881,6 +900,29 @@ class pipeline_impl {
     notify<events::record_failed>(bad.at);
     std::throw_with_nested(
         record_failed(bad.at, committed_position(bad.partition), e.what(), bad.partition));
+  }
+
+  // The unit's records before `bad`, in a sink transaction of their own. A failure of theirs
+  // propagates as it is (the transaction rolled back): no narrower loss is then claimed.
+  template <class It>
+  [[gnu::cold]] void write_before(It first, It last, record_ref bad) {
+    It end = first;
+    while (end != last && !(ref_of(*end) == bad))
+      ++end;
+    if (end == first)
+      return;
+    sink_->begin();
+    tx_open_ = true;
+    try {
+      for (It it = first; it != end; ++it)
+        apply_one(*sink_, partition_of(*it), offset_of(*it), event_of(*it));
+      sink_->commit();
+      tx_open_ = false;
+    } catch (...) {
+      tx_open_ = false;
+      roll_back_after_failure();
+      throw;
+    }
   }
 
   template <class It, std::size_t... I>
@@ -1154,7 +1196,7 @@ class pipeline_impl {
   void wait_idle() { async_.wait_idle(); }
   template <class E>
   void hand_out(partition_id k, offset o, const E& event) {
-    async_.hand_out(sink_, settings_.max_in_flight, k, o, event);
+    async_.hand_out(sink_, settings_.max_in_flight, settings_.world_backoff, k, o, event);
   }
   void commit_all_completed() { async_.commit_all_completed(*this); }
   void settle_failures() { async_.settle_failures(*this); }
@@ -1176,6 +1218,11 @@ class pipeline_impl {
   static void validate(const settings& s) {
     if (s.batch_size == 0)
       throw std::invalid_argument("commit_order: settings.batch_size must be at least 1");
+    if constexpr (traits::world_retries > 0) {
+      if (s.world_backoff.first.count() < 0 || s.world_backoff.longest < s.world_backoff.first)
+        throw std::invalid_argument(
+            "commit_order: settings.world_backoff needs 0 <= first <= longest");
+    }
     if constexpr (async) {
       if (s.max_in_flight == 0)
         throw std::invalid_argument("commit_order: settings.max_in_flight must be at least 1");
@@ -1226,17 +1273,29 @@ class pipeline_impl {
 
   template <class E>
   COMMIT_ORDER_INLINE void write_handled(record_ref r, const E& event) {
-    for (std::size_t attempt = 0;; ++attempt) {
+    std::size_t attempt = 0;
+    [[maybe_unused]] std::size_t world_tries = 0;
+    for (;;) {
       try {
         apply_one(*sink_, r.partition, r.at, event);
         return;
-      } catch (const infrastructure_error&) {
-        throw;  // never retried or dead-lettered as the record's: the unit is redone on recovery
+      } catch (const infrastructure_error& x) {
+        // Never retried or dead-lettered as the record's; retry_world tries the write again (it
+        // may have landed: R16 asks for a sink that absorbs it), else the unit is redone on
+        // recovery.
+        if constexpr (traits::world_retries > 0) {
+          if (world_may_pass(x) && world_tries < traits::world_retries) {
+            wait_for_world(++world_tries);
+            continue;
+          }
+          world_spent_ = true;
+        }
+        throw;
       } catch (const std::bad_alloc&) {
         throw;  // the process ran out of memory: the world's, whatever the record
       } catch (const std::exception& e) {
         if (attempt < Handling::retries) {
-          notify_retry(r.at, attempt + 1);
+          notify_retry(r.at, ++attempt);
           continue;
         }
         failed_ = r;
@@ -1325,8 +1384,26 @@ class pipeline_impl {
   COMMIT_ORDER_INLINE void notify_unit_committed(position p) { notify<events::unit_committed>(p); }
   void notify_retry(offset o, std::size_t attempt) { notify<events::retried>(o, attempt); }
 
+  // A failure retry_world may get past by trying again: the world's, and not one that trying
+  // again cannot change (a rollback that failed left the sink's state unknown; a key that
+  // moved partition is still moved).
+  static bool world_may_pass(const std::exception& e) noexcept {
+    return dynamic_cast<const infrastructure_error*>(&e) != nullptr &&
+           dynamic_cast<const rollback_failed*>(&e) == nullptr &&
+           dynamic_cast<const key_moved_partition*>(&e) == nullptr;
+  }
+  [[gnu::cold, gnu::noinline]] void wait_for_world(std::size_t attempt) {
+    const std::chrono::milliseconds wait = settings_.world_backoff.before(attempt);
+    notify<events::world_retried>(attempt, wait);
+    if (wait.count() > 0)
+      std::this_thread::sleep_for(wait);
+  }
+
   Source* source_ = nullptr;
   Sink* sink_ = nullptr;
+  /// A write outside a transaction spent its retry_world tries in place.
+  [[no_unique_address]] std::conditional_t<traits::world_retries != 0, bool, nothing>
+      world_spent_{};
   [[no_unique_address]] std::conditional_t<has_store, Store*, nothing> store_{};
   [[no_unique_address]] std::conditional_t<has_dead_letters, DeadLetters*, nothing> dead_letters_{};
   [[no_unique_address]] std::conditional_t<async, async_path<Config>, nothing> async_{};

@@ -26,6 +26,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -249,6 +250,11 @@ class forwarding_sink : public detail::forwarded_key<std::remove_reference_t<Inn
   }
   void check_partition_count(std::size_t n) requires detail::can_check_partition_count<sink_type> {
     guard_([&] { inner_.check_partition_count(n); });
+  }
+  /// What the pipeline tells a sink whose positions are bound to their source (the source's
+  /// identity): a wrapper that dropped it would leave the wrapped sink's rows unbound.
+  void bind_source(const std::string& identity) requires source_bound_sink<sink_type> {
+    guard_([&] { inner_.bind_source(identity); });
   }
 
   // ---- progress and limits (watermarked_sink, runtime_limited_sink) ---------------------------

@@ -52,8 +52,8 @@ namespace commit_order::postgres {
 //     transaction could not finish, whatever its rows.
 //   42xxx (syntax, undefined table or column, 42501 insufficient privilege), 0A000: the
 //     statement or the schema is wrong, for every record alike.
-//   21000 (an upsert touching one row twice): the sink deduplicates every unit, so this is a
-//     bug of the sink, never of a record.
+//   21000 (an upsert touching one row twice): the sink never sends a key twice in one
+//     statement, so this is a bug of the sink, never of a record.
 // An unknown SQLSTATE is the world's: a healthy record wrongly blamed under dead_letter<N> is
 // skipped for good, while a stop wrongly blamed on the world only delays the stream.
 

@@ -34,17 +34,17 @@
 // read: a zombie's position update that changed no row raises no error, so a COMMIT already
 // in the pipeline would commit the zombie's rows.
 //
-// Before sending, the unit's rows are deduplicated per key (a statement cannot touch one row
-// twice: 21000). Which row of a key stays is the one the per-row write would have left: the
-// highest offset (offset guard; the same key from two partitions is `key_moved_partition`),
-// the highest version (version guard), the last applied (plain upsert). A row superseded so
-// is never sent: a constraint it alone would violate goes unseen, as it would be overwritten
-// in the same transaction anyway. The rows kept go in the order their records were applied
-// (the append sink sends every row, in order), one statement after another when the unit
-// spans `rows_per_statement`: a unique non-key column given up by one row and taken by a
-// later one, or a parent before its children in the same table, behave as applying the
-// records in offset order does. Two writers whose units share keys in different orders can
-// deadlock (40P01); the sink redoes the unit (below), as it does a serialization failure.
+// Every row of a unit is sent, in the order its record was applied; a statement carries at
+// most `rows_per_statement` rows and never a key twice (it could not touch one row twice:
+// 21000): a row whose key came earlier in its statement starts the next statement, so it
+// applies after that row, as record by record, and the server's guard (offset, version) and
+// constraints decide what stays -- never an ordering of this code's, which could differ from
+// the server's (a text version under a collation, a NaN). Constraints between the rows of one
+// unit (a unique non-key column one row gives up and a later one takes, a parent before its
+// children in the same table) behave as applying the records in offset order does. The same
+// key from two partitions in one unit is `key_moved_partition` under the offset guard. Two
+// writers whose units share keys in different orders can deadlock (40P01); the sink redoes the
+// unit (below), as it does a serialization failure.
 //
 // RETURNING names the rows that changed; a row the guard kept out is a replay, counted in
 // `stats().rows_absorbed` (apply() returns before its row is sent, so it cannot say). For the
@@ -140,10 +140,12 @@ struct sink_stats final {
   std::uint64_t round_trips = 0;       ///< pipelines and single statements sent
   std::uint64_t write_statements = 0;  ///< statements carrying rows
   std::uint64_t rows_sent = 0;
-  std::uint64_t rows_collapsed = 0;  ///< superseded within their unit by a row of their key
-  std::uint64_t rows_absorbed = 0;   ///< kept out by the guard (replays), in committed units
-  std::uint64_t retries = 0;         ///< units sent again after 40001 / 40P01
-  std::uint64_t diagnoses = 0;       ///< units whose rows were sent one by one to find a failure
+  /// Statements begun early because a key came again in its unit (rows of one key never share
+  /// a statement: each applies after the one before it, as record by record).
+  std::uint64_t key_splits = 0;
+  std::uint64_t rows_absorbed = 0;  ///< kept out by the guard (replays), in committed units
+  std::uint64_t retries = 0;        ///< units sent again after 40001 / 40P01
+  std::uint64_t diagnoses = 0;      ///< units whose rows were sent one by one to find a failure
 };
 
 namespace detail {
@@ -311,6 +313,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
                                   position_location{options_.stream, options_.topic,
                                                     options_.position_table, options_.stream_table},
                                   options_.create_tables);
+    table_ = resolved_table();
+    bound_to_ = detail::bound_to_with_source(table_, {});
     db_.prepare(write_name, sql::write());
     db_.prepare(watermark_name, sql::watermark());
     if constexpr (scoped)
@@ -333,8 +337,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// Binds the position rows to the source they are read from as well as to the table (the
   /// pipeline calls it with the source's identity, before the first claim).
   void bind_source(const std::string& identity) {
-    source_ = identity;
-    bound_to_.clear();
+    require_no_transaction("bind_source");
+    bound_to_ = detail::bound_to_with_source(table_, identity);
   }
 
   // ---- rows ----------------------------------------------------------------------------------
@@ -618,16 +622,21 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
           detail::concat("commit_order::postgres: ", what, " inside a transaction"));
   }
 
-  // What this sink's position rows vouch for: its data table, schema-qualified when the
-  // options name a schema.
-  const std::string& bound_to() const {
-    if (bound_to_.empty())
-      bound_to_ = detail::bound_to_with_source(options_.schema.empty()
-                                                   ? std::string(D::name)
-                                                   : detail::concat(options_.schema, ".", D::name),
-                                               source_);
-    return bound_to_;
+  // The data table as the server resolves it, schema-qualified whatever the options say (a
+  // sink with no schema and one naming the schema the table is in vouch for the same table):
+  // the schema the table is in, or where it would be created.
+  std::string resolved_table() {
+    const result r = db_.exec(detail::concat(
+        "SELECT coalesce((SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = "
+        "to_regclass(",
+        detail::quote_literal(detail::quote_identifier(D::name)), ")), current_schema())"));
+    if (r.rows() != 1 || r.is_null(0, 0))
+      throw infrastructure_error("",
+                                 "the server names no schema for the sink's table (the "
+                                 "search_path is empty): set sink_options::schema");
+    return detail::concat(r.text(0, 0), ".", D::name);
   }
+  const std::string& bound_to() const noexcept { return bound_to_; }
 
   // The row a claim returned is bound to this sink's table, or the claim is refused.
   void check_binding(partition_id k, const result& r, int column) const {
@@ -719,54 +728,57 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   // ---- sending a transaction -----------------------------------------------------------------
 
-  // Which of the unsent rows go out, one per key (see above), in apply order; fills sent_.
+  // The unsent rows, every one, in apply order (sent_), and where each statement starts
+  // (bounds_): at most rows_per_statement rows, and never a key twice -- a row whose key came
+  // earlier in the same statement starts the next one, so it applies after that row, as
+  // record by record (the server's guard and constraints then decide, never this code).
   void select_rows() const {
     sent_.clear();
+    bounds_.clear();
     const auto first = static_cast<std::uint32_t>(rows_sent_);
     const auto last = static_cast<std::uint32_t>(rows_.size());
-    if constexpr (!Mode::keyed) {
-      for (std::uint32_t i = first; i < last; ++i)
-        sent_.push_back(i);
-    } else {
-      order_.clear();
-      for (std::uint32_t i = first; i < last; ++i)
-        order_.push_back(i);
+    for (std::uint32_t i = first; i < last; ++i)
+      sent_.push_back(i);
+    if (sent_.empty())
+      return;
+    constexpr std::uint32_t none = ~std::uint32_t{0};
+    if constexpr (Mode::keyed) {
+      // The row of the same key before each row, if any: from a stable sort by key.
+      order_.assign(sent_.begin(), sent_.end());
       const auto by_key = [this](std::uint32_t a, std::uint32_t b) {
         return cols::key_less(rows_[a].row, rows_[b].row);
       };
-      // Stable: rows of one key stay in the order they were applied.
       if (!std::is_sorted(order_.begin(), order_.end(), by_key))
         std::stable_sort(order_.begin(), order_.end(), by_key);
-      for (std::size_t i = 0; i < order_.size();) {
-        std::uint32_t winner = order_[i];
-        std::size_t j = i + 1;
-        for (; j < order_.size() && !by_key(winner, order_[j]); ++j) {
-          const pending_row& next = rows_[order_[j]];
-          const pending_row& kept = rows_[winner];
-          if constexpr (Mode::guard == guard_kind::offset) {
-            // Offsets of two partitions say nothing about which record is newer.
-            if (next.k != kept.k)
-              throw key_moved_partition(cols::key_text(kept.row), kept.k, kept.o, next.k, next.o);
-            if (kept.o < next.o)
-              winner = order_[j];
-          } else if constexpr (Mode::guard == guard_kind::version) {
-            if (kept.row.*(Mode::member) < next.row.*(Mode::member))
-              winner = order_[j];
-          } else {
-            winner = order_[j];  // last writer wins
-          }
+      before_.assign(sent_.size(), none);
+      for (std::size_t j = 1; j < order_.size(); ++j) {
+        const std::uint32_t a = order_[j - 1];
+        const std::uint32_t b = order_[j];
+        if (by_key(a, b))
+          continue;  // a new key
+        if constexpr (Mode::guard == guard_kind::offset) {
+          // Offsets of two partitions say nothing about which record is newer.
+          if (rows_[a].k != rows_[b].k)
+            throw key_moved_partition(cols::key_text(rows_[a].row), rows_[a].k, rows_[a].o,
+                                      rows_[b].k, rows_[b].o);
         }
-        stats_.rows_collapsed += j - i - 1;
-        sent_.push_back(winner);
-        i = j;
+        before_[b - first] = a;
       }
-      // Each kept row where its record was applied: constraints between the unit's rows (a
-      // unique non-key column given up and taken, a parent before its children) see what
-      // applying the records in offset order gives. The rows are already in key order when
-      // the keys rose with the offsets (the common case), and sent_ then in apply order.
-      if (!std::is_sorted(sent_.begin(), sent_.end()))
-        std::sort(sent_.begin(), sent_.end());
     }
+    const std::size_t per = options_.rows_per_statement;
+    std::size_t start = 0;
+    bounds_.push_back(0);
+    for (std::size_t i = 1; i < sent_.size(); ++i) {
+      bool repeated = false;
+      if constexpr (Mode::keyed)
+        repeated = before_[i] != none && before_[i] >= first + start;
+      if (repeated || i - start == per) {
+        stats_.key_splits += repeated && i - start != per;
+        bounds_.push_back(static_cast<std::uint32_t>(i));
+        start = i;
+      }
+    }
+    bounds_.push_back(static_cast<std::uint32_t>(sent_.size()));
   }
 
   // The arrays of statement `chunk` (rows sent_[first, last)), ready as parameters.
@@ -811,14 +823,13 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     if (begin)
       db_.ensure();  // a connection lost since the last transaction: nothing of this one is lost
     select_rows();
-    const std::size_t per = options_.rows_per_statement;
-    const std::size_t chunks = (sent_.size() + per - 1) / per;
+    const std::size_t chunks = bounds_.empty() ? 0 : bounds_.size() - 1;
     // Sized first: a builder that moved (a vector growing) would leave its parameter dangling.
     if (arrays_.size() < chunks * arrays_per_statement)
       arrays_.resize(chunks * arrays_per_statement);
     params_.resize(chunks * arrays_per_statement);
     for (std::size_t c = 0; c < chunks; ++c)
-      encode(c, c * per, std::min(sent_.size(), (c + 1) * per));
+      encode(c, bounds_[c], bounds_[c + 1]);
     const bool positions = staged_sent_ < staged_.size();
     if (positions)
       encode_positions();
@@ -1154,8 +1165,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   mutable connection db_;
   sink_options options_;
-  std::string source_;            ///< the source's identity, if the pipeline named it
-  mutable std::string bound_to_;  ///< what the position rows vouch for (bound_to())
+  std::string table_;     ///< the data table, schema-qualified as the server resolves it
+  std::string bound_to_;  ///< what the position rows vouch for: table_, and the source
   mutable tx_state state_ = tx_state::idle;
   mutable bool server_open_ = false;  ///< BEGIN was sent and nothing ended the transaction yet
   mutable bool commit_sent_ = false;  ///< this commit() sent COMMIT (its outcome may be unknown)
@@ -1170,6 +1181,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   // Scratch, kept between transactions so a steady stream of units allocates nothing new.
   mutable std::vector<std::uint32_t> order_;
   mutable std::vector<std::uint32_t> sent_;
+  mutable std::vector<std::uint32_t> bounds_;  ///< where each statement's rows start in sent_
+  mutable std::vector<std::uint32_t> before_;  ///< the row of the same key before, per sent_
   mutable std::vector<std::uint32_t> absorbed_;
   mutable std::vector<std::pair<std::int64_t, std::int64_t>> changed_;
   mutable std::vector<detail::array_builder> arrays_;

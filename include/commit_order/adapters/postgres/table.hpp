@@ -229,7 +229,7 @@ struct columns_of<key_columns<K...>, value_columns<V...>>
     std::size_t i = 0;
     (arrays[i++].add(e.*(K::member)), ...);
   }
-  /// The key of `e` as a tuple of references (compared to deduplicate and sort a unit).
+  /// The key of `e` as a tuple of references (compared to find a key repeated in a unit).
   template <class Event>
   static auto key_of(const Event& e) {
     return std::tie(e.*(K::member)...);
