@@ -78,6 +78,7 @@ class async_path final {
     // cannot take it), the ticket's destructor reports the record as failed.
     auto ticket = std::make_shared<async_ticket<Event>>(state_, k, o, Event(event));
     executor_->execute([ticket, sink, waits] {
+      (void)waits;  // read only under retry_world
       ticket->ran = true;
       std::exception_ptr error;
       [[maybe_unused]] std::size_t world_tries = 0;
