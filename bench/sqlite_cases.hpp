@@ -117,15 +117,25 @@ inline constexpr const char* upsert_order =
 // When the upsert changed no row: a replay (same partition) or a key that moved partition.
 inline constexpr const char* stored_by_key =
     "SELECT \"source_partition\", \"source_offset\" FROM \"orders_flat\" WHERE \"order_id\" = ?1";
+// A position store's read: the position and what the row vouches for (its data table).
 inline constexpr const char* load_position =
-    "SELECT position, owner_epoch FROM \"commit_order_positions\" WHERE stream = ?1 AND topic = ?2 "
-    "AND \"partition\" = ?3";
+    "SELECT position, owner_epoch, bound_to FROM \"commit_order_positions\" WHERE stream = ?1 AND "
+    "topic = ?2 AND \"partition\" = ?3";
 // Fenced: the write only lands while the row's owner epoch is the writer's.
 inline constexpr const char* store_position =
     "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch) "
     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET "
     "position = excluded.position WHERE \"commit_order_positions\".owner_epoch = "
     "excluded.owner_epoch";
+// A position store's write: it binds the row to the data table, and changes no row of another
+// owner epoch or bound to another table.
+inline constexpr const char* store_bound_position =
+    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch, "
+    "bound_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (stream, topic, \"partition\") DO "
+    "UPDATE SET position = excluded.position, bound_to = excluded.bound_to WHERE "
+    "\"commit_order_positions\".owner_epoch = excluded.owner_epoch AND "
+    "(\"commit_order_positions\".bound_to IS NULL OR \"commit_order_positions\".bound_to IS "
+    "excluded.bound_to)";
 // Recovery under TransactionalPosition claims the row for the epoch one above the row's, in one
 // statement (no owner epoch is configured: the consumer started last owns the position, and
 // the one before is fenced at its next write).
@@ -414,17 +424,20 @@ inline sqlite3* claim_and_stream_tables(raw_connection& c) {
 struct raw_positions {
   raw_statement load;
   raw_statement store;
+  raw_statement store_bound;
   raw_statement claim;
 
   explicit raw_positions(raw_connection& c)
       : load(position_table(c), sql::load_position)
       , store(c.get(), sql::store_position)
+      , store_bound(c.get(), sql::store_bound_position)
       , claim(c.get(), sql::claim_next) {
-    for (sqlite3_stmt* s : {load.get(), store.get(), claim.get()}) {
+    for (sqlite3_stmt* s : {load.get(), store.get(), store_bound.get(), claim.get()}) {
       sqlite3_bind_text(s, 1, sql::stream, -1, SQLITE_STATIC);
       sqlite3_bind_text(s, 2, sql::topic, -1, SQLITE_STATIC);
     }
     sqlite3_bind_text(claim.get(), 4, sql::bound_to, -1, SQLITE_STATIC);
+    sqlite3_bind_text(store_bound.get(), 6, sql::bound_to, -1, SQLITE_STATIC);
   }
 
   /// The owner epoch this connection writes positions as (0 until it claims the row).
@@ -462,7 +475,12 @@ struct raw_positions {
     std::optional<std::int64_t> stored;
     if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
       stored = sqlite3_column_int64(s, 0);
+    const auto* held = rc == SQLITE_ROW ? sqlite3_column_text(s, 2) : nullptr;
+    const bool elsewhere =
+        held != nullptr && std::string_view(reinterpret_cast<const char*>(held)) != sql::bound_to;
     sqlite3_reset(s);
+    if (elsewhere)
+      throw std::runtime_error("sqlite_bench: the position row is bound to another table");
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
       fail(db, rc, sql::load_position);
     return stored;
@@ -477,6 +495,18 @@ struct raw_positions {
     store.run();
     if (sqlite3_changes(db) != 1) [[unlikely]]
       throw std::runtime_error("sqlite_bench: fenced: another owner holds the position row");
+  }
+
+  /// A position store's write: bound to the data table, as owner epoch 0.
+  void write_bound(sqlite3* db, std::int64_t position) {
+    sqlite3_stmt* s = store_bound.get();
+    sqlite3_bind_int64(s, 3, 0);
+    sqlite3_bind_int64(s, 4, position);
+    sqlite3_bind_int64(s, 5, 0);
+    store_bound.run();
+    if (sqlite3_changes(db) != 1) [[unlikely]]
+      throw std::runtime_error(
+          "sqlite_bench: fenced or bound elsewhere: the position row refused the write");
   }
 };
 
@@ -581,9 +611,9 @@ struct handwritten_case {
       }
       // The position's own autocommit transaction, after the rows' has committed.
       if constexpr (F == flaw::second_connection) {
-        store_positions->write(store->get(), end);
+        store_positions->write_bound(store->get(), end);
       } else {
-        rows_positions.write(rows.get(), end);
+        rows_positions.write_bound(rows.get(), end);
       }
     }
     return records.size();

@@ -250,6 +250,21 @@ concept source_bound_sink = requires(S& s, const std::string& identity) {
   s.bind_source(identity);
 };
 
+/// A sink that names the data table its records' positions vouch for: a position store of the
+/// pipeline is bound to it as well as to the source (bound_store).
+template <class S>
+concept table_bound_sink = requires(const S& s) {
+  { s.bound_table() } -> std::convertible_to<std::string>;
+};
+
+/// A position store whose stored positions are bound to what they vouch for: the pipeline
+/// tells it the sink's data table and the source's identity (either empty when not named)
+/// before recovery, and the store refuses a position stored for another table or source.
+template <class S>
+concept bound_store = requires(S& s, const std::string& table, const std::string& identity) {
+  s.bind_to(table, identity);
+};
+
 /// A sink that can report its applied watermark: the highest source offset present in it.
 template <class S>
 concept watermarked_sink = requires(const S& s) {

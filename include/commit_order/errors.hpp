@@ -281,11 +281,12 @@ class offset_reused final : public error {
   offset at_;
 };
 
-/// A position row claimed by a sink of another table, or for another source: the row vouches
-/// for what that consumer wrote and read, and starting from it would skip every record the other
+/// A position row bound to another data table, or to another source: the row vouches for what
+/// that consumer wrote and read, and starting from it would skip every record the other
 /// consumer read. Two consumers kept the same stream and topic (the defaults, or one copied),
-/// or two consumer groups share one. Thrown by the claim at recovery, inside its transaction,
-/// which is rolled back: nothing changes.
+/// or two consumer groups share one. Thrown by a sink's claim at recovery, inside its
+/// transaction, which is rolled back; and by a position store's load or commit, which changes
+/// nothing.
 class position_bound_elsewhere final : public error {
  public:
   position_bound_elsewhere(partition_id partition, std::string_view stream, std::string_view topic,
@@ -293,11 +294,12 @@ class position_bound_elsewhere final : public error {
                            std::string_view release)
       : error(detail::join_message(
             {"commit_order: the position of stream '", stream, "', topic '", topic, "', partition ",
-             detail::decimal(partition.value()), " vouches for table ", bound_to,
-             ", not for this sink's table ", mine,
+             detail::decimal(partition.value()), " vouches for ", described(bound_to),
+             ", not for this consumer's ", described(mine),
              ": two consumers share one position, and this one would skip what the other "
-             "read. Give each consumer its own stream (sink_options::stream). To move the "
-             "position to this table deliberately, with every consumer of it stopped, run: ",
+             "read. Give each consumer its own stream (sink_options::stream, "
+             "store_options::stream). To move the position deliberately, with every consumer of "
+             "it stopped, run: ",
              release}))
       , partition_(partition)
       , bound_to_(bound_to)
@@ -313,6 +315,16 @@ class position_bound_elsewhere final : public error {
   [[nodiscard]] const std::string& mine() const noexcept { return mine_; }
 
  private:
+  // A binding as stored: `'table'`, `'table', read from <source>`, `read from <source>` (a
+  // store told no table), or empty (unbound).
+  static std::string described(std::string_view binding) {
+    if (binding.empty())
+      return "nothing (an unbound position)";
+    if (binding.front() == '\'')
+      return detail::join_message({"table ", binding});
+    return detail::join_message({"the records ", binding});
+  }
+
   partition_id partition_;
   std::string bound_to_;
   std::string mine_;

@@ -217,6 +217,15 @@ const std::string position_sql =
     " position = excluded.position WHERE \"commit_order_positions\".owner_epoch ="
     " excluded.owner_epoch";
 
+// A position store's write: bound to the data table the pipeline's sink names.
+const std::string bound_position_sql =
+    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch,"
+    " bound_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (stream, topic, \"partition\") DO"
+    " UPDATE SET position = excluded.position, bound_to = excluded.bound_to WHERE"
+    " \"commit_order_positions\".owner_epoch = excluded.owner_epoch AND"
+    " (\"commit_order_positions\".bound_to IS NULL OR \"commit_order_positions\".bound_to IS"
+    " excluded.bound_to)";
+
 void write_row(raw_statement& w, const order_event& e, std::int64_t at) {
   sqlite3_bind_int64(w.get(), 1, e.order_id);
   sqlite3_bind_int64(w.get(), 2, e.customer_id);
@@ -291,7 +300,8 @@ counts handwritten_at_least_once(std::size_t batch) {
   no_auto_checkpoint(tables.database());
   no_auto_checkpoint(positions.database());
   raw_statement write(tables.database().get(), tables.write_statement().sql());
-  raw_statement position(positions.database().get(), position_sql);
+  raw_statement position(positions.database().get(), bound_position_sql);
+  sqlite3_bind_text(position.get(), 6, "'orders_flat'", -1, SQLITE_STATIC);
   const auto records = log.records();
   return measure_handwritten(batch, [&](std::size_t first, std::size_t end) {
     for (std::size_t i = first; i < end; ++i)

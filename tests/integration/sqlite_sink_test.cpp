@@ -65,6 +65,11 @@ std::vector<row> rows_of(sq::connection& db) {
   return out;
 }
 
+std::int64_t count_rows(sq::connection& db, const std::string& table) {
+  auto q = db.prepare("SELECT COUNT(*) FROM " + table);
+  return q.step() ? q.column_int64(0) : -1;
+}
+
 }  // namespace
 
 TEST_CASE("the guarded upsert absorbs a replayed or older record and keeps the newer row") {
@@ -311,6 +316,178 @@ TEST_CASE("two consumers of one database with default options never share a posi
   copy_t sink(dir / "db.sqlite");
   co::pipeline<order_log, copy_t, co::TransactionalPosition<>> p(second_log, sink);
   CHECK_THROWS_AS(p.recover(), co::invariant_violation);
+}
+
+TEST_CASE("two AtLeastOnce consumers with default store options never share a position") {
+  // Two consumers of one database, each its own source and table, each with a position store
+  // left at its defaults (stream "default", topic ""): the second started at the first's
+  // position and wrote none of its records. The pipeline binds a store's rows to the sink's
+  // table (and the source, where it names itself), like a sink's own.
+  using store_t = sq::position_store<>;
+  using copy_t = sq::guarded_upsert_sink<orders_copy>;
+  scratch_dir dir;
+  order_log first_log = orders(10);
+  {
+    guarded_t sink(dir / "db.sqlite");
+    store_t store(dir / "db.sqlite");  // its own connection: told the table by the pipeline
+    co::pipeline<order_log, guarded_t, co::AtLeastOnce<>, co::with_store<store_t>> p(first_log,
+                                                                                     sink, store);
+    CHECK(p.run() == 10);
+  }
+  order_log second_log = orders(10);
+  {
+    copy_t sink(dir / "db.sqlite");
+    store_t store(dir / "db.sqlite");
+    co::pipeline<order_log, copy_t, co::AtLeastOnce<>, co::with_store<store_t>> p(second_log, sink,
+                                                                                  store);
+    try {
+      (void)p.recover();
+      FAIL("the second consumer took the first one's position");
+    } catch (const co::position_bound_elsewhere& e) {
+      INFO(e.what());
+      CHECK(e.bound_to() == "'orders_flat'");
+      CHECK(e.mine() == "'orders_copy'");
+      CHECK(std::string(e.what()).find("store_options::stream") != std::string::npos);
+    }
+  }
+  // A store made from the sink is bound to its table from the start, without a pipeline.
+  {
+    copy_t sink(dir / "db.sqlite");
+    store_t store(sink);
+    CHECK_THROWS_AS((void)store.load(), co::position_bound_elsewhere);
+    CHECK_THROWS_AS(store.commit(co::position{3}), co::position_bound_elsewhere);
+  }
+  // Neither changed the first consumer's position; with a stream of its own the second reads
+  // all ten.
+  CHECK(store_t(dir / "db.sqlite").load() == co::position{10});
+  {
+    copy_t sink(dir / "db.sqlite");
+    store_t store(dir / "db.sqlite", {.stream = "copier"});
+    co::pipeline<order_log, copy_t, co::AtLeastOnce<>, co::with_store<store_t>> p(second_log, sink,
+                                                                                  store);
+    CHECK(p.run() == 10);
+    CHECK(count_rows(sink.database(), "orders_copy") == 10);
+  }
+}
+
+TEST_CASE("two consumers starting together: the second's first commit is refused, not merged") {
+  // Both load no position; the first commits; the second's commit would overwrite it (and the
+  // first would then resume from the second's position). It is refused and changes nothing.
+  using store_t = sq::position_store<>;
+  using copy_t = sq::guarded_upsert_sink<orders_copy>;
+  scratch_dir dir;
+  order_log first_log = orders(6);
+  order_log second_log = orders(4);
+  guarded_t first_sink(dir / "db.sqlite");
+  store_t first_store(dir / "db.sqlite");
+  copy_t second_sink(dir / "db.sqlite");
+  store_t second_store(dir / "db.sqlite");
+  co::pipeline<order_log, guarded_t, co::AtLeastOnce<>, co::with_store<store_t>> first(
+      first_log, first_sink, first_store);
+  co::pipeline<order_log, copy_t, co::AtLeastOnce<>, co::with_store<store_t>> second(
+      second_log, second_sink, second_store);
+  CHECK(first.recover() == co::position{0});
+  CHECK(second.recover() == co::position{0});
+  CHECK(first.run() == 6);
+  CHECK_THROWS_AS(second.run(), co::position_bound_elsewhere);
+  CHECK(store_t(dir / "db.sqlite").load() == co::position{6});
+}
+
+TEST_CASE("a sink's claim does not adopt a position store's row of another table") {
+  // The first consumer keeps its position in a store (AtLeastOnce), the second in its sink
+  // (TransactionalPosition), both with the default stream: the claim adopted the store's row,
+  // and the second consumer skipped every record the first had read.
+  using store_t = sq::position_store<>;
+  using copy_t = sq::guarded_upsert_sink<orders_copy>;
+  scratch_dir dir;
+  order_log first_log = orders(10);
+  {
+    guarded_t sink(dir / "db.sqlite");
+    store_t store(sink);
+    co::pipeline<order_log, guarded_t, co::AtLeastOnce<>, co::with_store<store_t>> p(first_log,
+                                                                                     sink, store);
+    CHECK(p.run() == 10);
+  }
+  order_log second_log = orders(10);
+  {
+    copy_t sink(dir / "db.sqlite");
+    co::pipeline<order_log, copy_t, co::TransactionalPosition<>> p(second_log, sink);
+    CHECK_THROWS_AS(p.recover(), co::position_bound_elsewhere);
+  }
+  // The same consumer moving its position into the sink's transaction keeps it: the store's
+  // binding and the sink's name the same table.
+  guarded_t sink(dir / "db.sqlite");
+  co::pipeline<order_log, guarded_t, co::TransactionalPosition<>> p(first_log, sink);
+  CHECK(p.recover() == co::position{10});
+}
+
+namespace {
+/// A user's decorator of a SQLite sink (it counts writes): it names no table of its own.
+template <class Inner>
+struct counting_sink {
+  using row_type = order_event;
+  using capabilities = co::capabilities<co::Synced, co::Idempotent>;
+  using key_type = co::key<&order_event::order_id>;
+  Inner* inner;
+  std::size_t writes = 0;
+  co::write_outcome apply(co::offset o, const order_event& r) {
+    ++writes;
+    return inner->apply(o, r);
+  }
+};
+}  // namespace
+
+TEST_CASE("a store made from a sink keeps its binding under a pipeline over a wrapper") {
+  // The pipeline told the store what its (wrapping) sink names -- nothing -- and the store
+  // forgot the table it was made from: it took the other consumer's position and applied none.
+  using store_t = sq::position_store<>;
+  using copy_t = sq::guarded_upsert_sink<orders_copy>;
+  scratch_dir dir;
+  order_log first_log = orders(10);
+  {
+    guarded_t sink(dir / "db.sqlite");
+    store_t store(sink);
+    co::pipeline<order_log, guarded_t, co::AtLeastOnce<>, co::with_store<store_t>> p(first_log,
+                                                                                     sink, store);
+    CHECK(p.run() == 10);
+  }
+  order_log second_log = orders(10);
+  copy_t inner(dir / "db.sqlite");
+  store_t store(inner);
+  counting_sink<copy_t> sink{&inner};
+  co::pipeline<order_log, counting_sink<copy_t>, co::AtLeastOnce<>, co::with_store<store_t>> p(
+      second_log, sink, store);
+  CHECK_THROWS_AS(p.run(), co::position_bound_elsewhere);
+  CHECK(sink.writes == 0);
+  CHECK(count_rows(inner.database(), "orders_copy") == 0);
+}
+
+TEST_CASE("a store's commit over a row another consumer's sink claimed is blamed on the binding") {
+  // The second consumer recovered first; the first then claimed the row for its table
+  // (TransactionalPosition, epoch 1). The store's commit was called `fenced` -- a newer copy of
+  // the same consumer, with advice to bump the era -- though the row is another consumer's.
+  using store_t = sq::position_store<>;
+  using copy_t = sq::guarded_upsert_sink<orders_copy>;
+  scratch_dir dir;
+  order_log a_log = orders(6);
+  order_log b_log = orders(4);
+  guarded_t a_sink(dir / "db.sqlite");
+  copy_t b_sink(dir / "db.sqlite");
+  store_t b_store(dir / "db.sqlite");
+  co::pipeline<order_log, guarded_t, co::TransactionalPosition<>> a(a_log, a_sink);
+  co::pipeline<order_log, copy_t, co::AtLeastOnce<>, co::with_store<store_t>> b(b_log, b_sink,
+                                                                                b_store);
+  CHECK(b.recover() == co::position{0});
+  CHECK(a.recover() == co::position{0});
+  CHECK(a.run() == 6);
+  try {
+    (void)b.run();
+    FAIL("the store wrote a row bound to another table");
+  } catch (const co::position_bound_elsewhere& e) {
+    CHECK(e.bound_to() == "'orders_flat'");
+    CHECK(e.mine() == "'orders_copy'");
+  }
+  CHECK(a_sink.load_position() == co::position{6});
 }
 
 TEST_CASE("a position table written before positions were bound gains the binding column") {

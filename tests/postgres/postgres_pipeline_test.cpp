@@ -203,6 +203,63 @@ TEST_CASE("a position table written before positions were bound gains the bindin
   CHECK(sink.owner_epoch() == co::epoch{2});
 }
 
+TEST_CASE("two AtLeastOnce consumers with default store options never share a position") {
+  // Two consumers of one database, each its own source and table, each with a position store
+  // left at its defaults: the second started at the first's position and wrote none of its
+  // records. The pipeline binds a store's rows to the sink's table, like a sink's own; a sink's
+  // claim then refuses a store's row of another table too.
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_store_bound");
+  using store_t = pg::position_store<pg::buffered>;
+  using copy_t = pg::guarded_upsert_sink<orders_copy, pg::buffered>;
+  pg::store_options so;
+  so.schema = schema;
+  order_log first_log = random_orders(10, 10, 11);
+  {
+    guarded<> sink(conninfo(), in_schema(schema, "default"));
+    store_t store(conninfo(), so);
+    co::pipeline<order_log, guarded<>, co::AtLeastOnce<>, co::with_store<store_t>> p(first_log,
+                                                                                     sink, store);
+    CHECK(p.run() == 10);
+  }
+  order_log second_log = random_orders(10, 10, 12);
+  {
+    copy_t sink(conninfo(), in_schema(schema, "default"));
+    store_t store(conninfo(), so);
+    co::pipeline<order_log, copy_t, co::AtLeastOnce<>, co::with_store<store_t>> p(second_log, sink,
+                                                                                  store);
+    try {
+      (void)p.recover();
+      FAIL("the second consumer took the first one's position");
+    } catch (const co::position_bound_elsewhere& e) {
+      INFO(e.what());
+      CHECK(e.bound_to() == "'" + schema + ".orders_flat'");
+      CHECK(e.mine() == "'" + schema + ".orders_copy'");
+      CHECK(std::string(e.what()).find("store_options::stream") != std::string::npos);
+    }
+    // A commit is refused as well, and changes nothing (two consumers started together).
+    CHECK_THROWS_AS(store.commit(co::position{3}), co::position_bound_elsewhere);
+  }
+  {
+    copy_t sink(conninfo(), in_schema(schema, "default"));
+    co::pipeline<order_log, copy_t, co::TransactionalPosition<>> p(second_log, sink);
+    CHECK_THROWS_AS(p.recover(), co::position_bound_elsewhere);
+  }
+  CHECK(store_t(conninfo(), so).load() == co::position{10});
+  {
+    pg::store_options own = so;
+    own.stream = "copier";
+    copy_t sink(conninfo(), in_schema(schema, "copier"));
+    store_t store(conninfo(), own);
+    co::pipeline<order_log, copy_t, co::AtLeastOnce<>, co::with_store<store_t>> p(second_log, sink,
+                                                                                  store);
+    CHECK(p.run() == 10);
+  }
+  // The first consumer moving its position into its sink's transaction keeps it.
+  guarded<> sink(conninfo(), in_schema(schema, "default"));
+  co::pipeline<order_log, guarded<>, co::TransactionalPosition<>> p(first_log, sink);
+  CHECK(p.recover() == co::position{10});
+}
+
 TEST_CASE("AtLeastOnce and AtMostOnce keep their position in the PostgreSQL store") {
   const std::string schema = fresh_schema(conninfo(), "t_pipeline_store");
   order_log log = random_orders(600, 50, 3);
@@ -231,8 +288,9 @@ TEST_CASE("AtLeastOnce and AtMostOnce keep their position in the PostgreSQL stor
   CHECK(p.run() == 600);
   CHECK(store2.load() == co::position{600});
   CHECK(c.count("orders_log") == 600);
-  // The store refuses to overwrite a position a fencing owner claimed.
-  guarded<> owner(conninfo(), in_schema(schema, "at_most_once"));
+  // The store refuses to overwrite a position a fencing owner claimed (a sink of the table the
+  // position vouches for: a sink of another table is refused the claim, below).
+  appending<> owner(conninfo(), in_schema(schema, "at_most_once"));
   owner.begin();
   owner.claim(co::epoch{5});
   owner.commit();

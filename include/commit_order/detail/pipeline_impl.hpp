@@ -273,6 +273,10 @@ class pipeline_impl {
     // another source (another topic, another group) is refused at the claim.
     if constexpr (facts.position_in_sink && identified_source<Source> && source_bound_sink<Sink>)
       sink_->bind_source(source_->identity());
+    // So do a position store's: bound to the sink's table and the source, a position another
+    // consumer stored under the same stream name is refused rather than read from.
+    if constexpr (has_store)
+      bind_store();
     validate(settings_);
     configured_limit_ = configured_limit(settings_);
     // A batch never holds more than batch_size records: a configured limit at or above it can
@@ -1254,6 +1258,19 @@ class pipeline_impl {
   void bind_all() {}
   template <class S>
   void bind_all(S&&) {}
+
+  // Tells a bound_store what its positions vouch for: the sink's table (table_bound_sink) and
+  // the source's identity (identified_source), each empty when not named.
+  void bind_store() {
+    if constexpr (bound_store<Store>) {
+      std::string table, identity;
+      if constexpr (table_bound_sink<Sink>)
+        table = sink_->bound_table();
+      if constexpr (identified_source<Source>)
+        identity = source_->identity();
+      store_->bind_to(table, identity);
+    }
+  }
 
   template <class X>
   void bind(X&& x) {

@@ -117,9 +117,12 @@ inline std::string quote_identifier(std::string_view identifier) {
   return concat("\"", identifier, "\"");
 }
 
-/// What a sink's position rows are bound to: `'table'`, and `, read from <source>` when the
-/// pipeline named the source (identified_source).
+/// What a position row is bound to: `'table'`, and `, read from <source>` when the pipeline
+/// named the source (identified_source); `read from <source>` for a position store told no
+/// table; empty (unbound) when neither is known.
 inline std::string bound_to_with_source(std::string_view table, std::string_view source) {
+  if (table.empty())
+    return source.empty() ? std::string() : concat("read from ", source);
   return source.empty() ? concat("'", table, "'") : concat("'", table, "', read from ", source);
 }
 

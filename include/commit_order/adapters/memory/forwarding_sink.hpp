@@ -256,6 +256,10 @@ class forwarding_sink : public detail::forwarded_key<std::remove_reference_t<Inn
   void bind_source(const std::string& identity) requires source_bound_sink<sink_type> {
     guard_([&] { inner_.bind_source(identity); });
   }
+  /// The wrapped sink's data table, which a position store of the pipeline is bound to.
+  std::string bound_table() const requires table_bound_sink<sink_type> {
+    return inner().bound_table();
+  }
 
   // ---- progress and limits (watermarked_sink, runtime_limited_sink) ---------------------------
 

@@ -20,6 +20,7 @@
 
 #include "commit_order/adapters/postgres/connection.hpp"
 #include "commit_order/adapters/postgres/position_table.hpp"
+#include "commit_order/adapters/postgres/table.hpp"
 #include "commit_order/capabilities.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
@@ -54,43 +55,64 @@ class position_store final {
                                   position_location{options_.stream, options_.topic,
                                                     options_.position_table, options_.stream_table},
                                   options_.create_tables);
+    detail::position_sql::prepare_store(
+        db_, position_location{options_.stream, options_.topic, options_.position_table,
+                               options_.stream_table});
   }
 
   position_store(const position_store&) = delete;
   position_store& operator=(const position_store&) = delete;
 
-  /// The position stored for partition `k` (none before its first commit).
+  /// The position stored for partition `k` (none before its first commit). Throws
+  /// position_bound_elsewhere when the row vouches for another table or source than a bound
+  /// store (see bind_to).
   [[nodiscard]] std::optional<position> load(partition_id k) const {
-    std::string part;
-    detail::append_integer(part, k.value());
-    const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str()};
-    db_.ensure();
-    const result r = db_.exec_prepared(detail::position_sql::load, 3, values);
-    if (r.rows() == 0 || r.is_null(0, 0))
+    const result r = load_row(k);
+    if (r.rows() == 0)
+      return std::nullopt;
+    if (!bound_to_.empty())
+      check_binding(k, r);  // an unbound store has nothing to compare (it cannot write it)
+    if (r.is_null(0, 0))
       return std::nullopt;
     return position{r.integer(0, 0)};
   }
 
   /// Stores `p` for partition `k`; durable on return. Throws `fenced` when a fencing owner has
-  /// claimed the partition.
+  /// claimed the partition, and position_bound_elsewhere when the row vouches for another table
+  /// or source (the row is not changed).
   void commit(partition_id k, position p) {
-    std::string part = "{", pos = "{";
+    std::string part, pos;
     detail::append_integer(part, k.value());
     detail::append_integer(pos, p.value());
-    part.push_back('}');
-    pos.push_back('}');
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str(),
-                            pos.c_str(), "{0}"};
+                            pos.c_str(), bound_to_.empty() ? nullptr : bound_to_.c_str()};
     db_.ensure();
-    const result r = db_.exec_prepared(detail::position_sql::store, 5, values);
+    const result r = db_.exec_prepared(detail::position_sql::store_bound, 5, values);
     if (r.rows() != 1) {
-      std::string plain;
-      detail::append_integer(plain, k.value());
-      const char* key[] = {options_.stream.c_str(), options_.topic.c_str(), plain.c_str()};
-      const result owner = db_.exec_prepared(detail::position_sql::load, 3, key);
-      throw fenced(epoch{0}, owner.rows() == 0 ? epoch{0} : epoch{owner.integer(0, 1)}, k);
+      const result row = load_row(k);
+      const epoch owner = row.rows() == 0 ? epoch{0} : epoch{row.integer(0, 1)};
+      // A row bound to something else is another consumer's, whatever its epoch: that is the
+      // blame (not a fencing, which says a newer copy of this consumer took over).
+      if (row.rows() != 0)
+        check_binding(k, row);
+      throw fenced(epoch{0}, owner, k);
     }
     ++commits_;
+  }
+
+  /// Binds the positions to what they vouch for: the sink's data table and the source's
+  /// identity (the pipeline calls it before recovery, with what its sink and source name). A
+  /// row stored for another table or source is then refused at load and commit, so two
+  /// consumers that kept the default stream never share a position. A store told neither is
+  /// unbound: it adopts an unbound row and refuses a bound one.
+  /// What is bound already stays where the pipeline names less (a wrapper of the sink that
+  /// names no table).
+  void bind_to(const std::string& table, const std::string& identity) {
+    if (!table.empty())
+      data_table_ = table;
+    if (data_table_.empty() && identity.empty())
+      return;
+    bound_to_ = detail::bound_to_with_source(data_table_, identity);
   }
 
   // The same for a single-partition stream: partition 0.
@@ -102,8 +124,41 @@ class position_store final {
   [[nodiscard]] connection& database() noexcept { return db_; }
 
  private:
+  result load_row(partition_id k) const {
+    std::string part;
+    detail::append_integer(part, k.value());
+    const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str()};
+    db_.ensure();
+    return db_.exec_prepared(detail::position_sql::load, 3, values);
+  }
+
+  // The row's binding (column 2) is this store's, or none.
+  void check_binding(partition_id k, const result& row) const {
+    if (row.is_null(0, 2))
+      return;
+    const std::string held(row.text(0, 2));
+    if (held != bound_to_) [[unlikely]]
+      throw_bound_elsewhere(k, held);
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_bound_elsewhere(partition_id k,
+                                                                    const std::string& held) const {
+    const std::string table =
+        options_.schema.empty() ? detail::quote_identifier(options_.position_table)
+                                : detail::concat(detail::quote_identifier(options_.schema), ".",
+                                                 detail::quote_identifier(options_.position_table));
+    throw position_bound_elsewhere(
+        k, options_.stream, options_.topic, held, bound_to_,
+        detail::concat("UPDATE ", table, " SET bound_to = NULL WHERE stream = ",
+                       detail::quote_literal(options_.stream),
+                       " AND topic = ", detail::quote_literal(options_.topic),
+                       " AND bound_to = ", detail::quote_literal(held), ";"));
+  }
+
   mutable connection db_;
   store_options options_;
+  std::string data_table_;  ///< the sink's table the positions vouch for (bind_to)
+  std::string bound_to_;    ///< what the positions vouch for (bind_to); empty: unbound
   std::size_t commits_ = 0;
 };
 

@@ -52,6 +52,7 @@ struct position_sql final {
   static constexpr const char* claim_next = "co_position_claim_next";
   static constexpr const char* fence = "co_position_fence";
   static constexpr const char* store = "co_position_store";
+  static constexpr const char* store_bound = "co_position_store_bound";
   static constexpr const char* count = "co_stream_count";
   static constexpr const char* era = "co_stream_era";
   static constexpr const char* bump_era = "co_stream_bump_era";
@@ -91,7 +92,7 @@ struct position_sql final {
                  "table, and create_tables is off); add it with: ALTER TABLE ",
                  p, " ADD COLUMN bound_to TEXT"));
     }
-    db.prepare(load, concat("SELECT position, owner_epoch FROM ", p,
+    db.prepare(load, concat("SELECT position, owner_epoch, bound_to FROM ", p,
                             " WHERE stream = $1 AND topic = $2 AND \"partition\" = $3"));
     // A claim binds an unbound row to the claimer's data table ($5, $4; NULL for a claimer
     // without one) and returns the binding the row holds after it: the sink refuses another
@@ -138,6 +139,20 @@ struct position_sql final {
     db.prepare(
         accept_count,
         concat("UPDATE ", s, " SET partition_count = NULL WHERE stream = $1 AND topic = $2"));
+  }
+
+  /// Prepares a position store's write on `db` (after prepare): one partition's row, bound to
+  /// what the store vouches for ($5; NULL when unbound). An unbound row is bound; a row bound
+  /// to anything else is not changed (NULL matches only NULL), nor one owned at another epoch.
+  static void prepare_store(connection& db, const position_location& where) {
+    const std::string p = require_identifier(where.position_table, "position table name");
+    db.prepare(store_bound,
+               concat("INSERT INTO ", p,
+                      " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to)"
+                      " VALUES ($1, $2, $3, $4, 0, $5) ON CONFLICT (stream, topic, \"partition\")"
+                      " DO UPDATE SET position = excluded.position, bound_to = excluded.bound_to"
+                      " WHERE t.owner_epoch = excluded.owner_epoch AND (t.bound_to IS NULL OR"
+                      " t.bound_to IS NOT DISTINCT FROM excluded.bound_to) RETURNING 1"));
   }
 };
 

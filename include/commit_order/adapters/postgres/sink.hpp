@@ -341,6 +341,10 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     bound_to_ = detail::bound_to_with_source(table_, identity);
   }
 
+  /// The data table a position of this sink's records vouches for (table_bound_sink), as the
+  /// server resolves it: a position store of the pipeline is bound to it too.
+  [[nodiscard]] const std::string& bound_table() const noexcept { return table_; }
+
   // ---- rows ----------------------------------------------------------------------------------
 
   /// The row of one record of partition `k`. Inside a transaction it is buffered and sent at

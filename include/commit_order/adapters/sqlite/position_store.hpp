@@ -65,22 +65,35 @@ class position_store final {
       : db_(&sink.database()) {
     positions_.emplace(*db_, options.position_table, std::move(options.stream),
                        std::move(options.topic), options.create_table);
+    positions_->bind(sink.bound_table(), {});
   }
 
   position_store(const position_store&) = delete;
   position_store& operator=(const position_store&) = delete;
 
+  /// Partition `k`'s position. Throws position_bound_elsewhere when the row vouches for
+  /// another table or source than a bound store (see bind_to).
   [[nodiscard]] std::optional<position> load(partition_id k) const {
-    return positions_->load(k).stored;
+    return positions_->load_bound(k);
   }
 
   /// Durable on return (as the durability mode says); allocates nothing. Written as owner
   /// epoch 0: if a fencing owner has claimed the partition, the store is fenced too rather
-  /// than overwriting that owner's position.
+  /// than overwriting that owner's position; a row bound to another table or source is
+  /// position_bound_elsewhere, and is not changed.
   void commit(partition_id k, position p) {
     if (!own_ && db_->in_transaction()) [[unlikely]]
       throw_inside_transaction();
-    positions_->store(k, p, epoch{0});
+    positions_->store_bound(k, p, epoch{0});
+  }
+
+  /// Binds the positions to what they vouch for: the sink's data table and the source's
+  /// identity (the pipeline calls it before recovery, with what its sink and source name; a
+  /// store made from a sink is bound to that sink's table from the start). A row stored for
+  /// another table or source is then refused at load and commit, so two consumers that kept
+  /// the default stream never share a position.
+  void bind_to(const std::string& table, const std::string& identity) {
+    positions_->bind(table, identity);
   }
 
   // The same for a single-partition stream: partition 0.

@@ -57,7 +57,8 @@ class position_table final {
       db.exec(positions_definition(table_));
     add_binding_column(db, table_, create);
     const std::string key = "stream = ?1 AND topic = ?2 AND \"partition\" = ?3";
-    load_.emplace(db.prepare(concat("SELECT position, owner_epoch FROM ", table_, " WHERE ", key)));
+    load_.emplace(
+        db.prepare(concat("SELECT position, owner_epoch, bound_to FROM ", table_, " WHERE ", key)));
     // The WHERE makes the write conditional on ownership: a stale owner's upsert changes no
     // row, which is how it learns it was fenced, inside the transaction it must roll back.
     store_.emplace(db.prepare(concat(
@@ -84,7 +85,16 @@ class position_table final {
         " NULL, 1, ?4) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch = ",
         table_, ".owner_epoch + 1, bound_to = COALESCE(", table_,
         ".bound_to, excluded.bound_to) RETURNING owner_epoch, position, bound_to")));
-    for (statement* s : {&*load_, &*store_, &*claim_, &*claim_next_}) {
+    // A position store's write (no claim comes before it): it binds an unbound row to what the
+    // store vouches for, and changes no row bound to anything else (NULL matches only NULL).
+    store_bound_.emplace(db.prepare(concat(
+        "INSERT INTO ", table_,
+        " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3, ?4,"
+        " ?5, ?6) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET position ="
+        " excluded.position, bound_to = excluded.bound_to WHERE ",
+        table_, ".owner_epoch = excluded.owner_epoch AND (", table_, ".bound_to IS NULL OR ",
+        table_, ".bound_to IS excluded.bound_to)")));
+    for (statement* s : {&*load_, &*store_, &*store_bound_, &*claim_, &*claim_next_}) {
       s->bind(1, stream_);
       s->bind(2, topic_);
     }
@@ -122,6 +132,52 @@ class position_table final {
       throw_fenced(k, e);
   }
 
+  /// A position store's load: partition `k`'s position, refused (position_bound_elsewhere)
+  /// when the row is bound to anything but what a bound store vouches for. An unbound row is
+  /// adopted (a row written before positions were bound), and bound at the next store_bound.
+  /// An unbound store reads any row (it has nothing to compare), and cannot write a bound one.
+  [[nodiscard]] std::optional<position> load_bound(partition_id k) {
+    return load_bound(k, !bound_to_.empty());
+  }
+
+  /// A position store's write of `p` for partition `k` as owner `e`: binds the row to what the
+  /// store vouches for; throws `fenced` when another owner holds it and
+  /// position_bound_elsewhere when the row vouches for something else.
+  void store_bound(partition_id k, position p, epoch e) {
+    {
+      statement& s = *store_bound_;
+      reset_on_exit reset(s);
+      s.bind(3, k.value());
+      s.bind(4, p.value());
+      s.bind(5, e.value());
+      s.step();
+    }
+    if (db_->changes() != 1) [[unlikely]] {
+      // A row bound to something else is another consumer's, whatever its epoch: that is the
+      // blame (not a fencing, which says a newer copy of this consumer took over).
+      (void)load_bound(k, true);
+      throw_fenced(k, e);
+    }
+  }
+
+ private:
+  std::optional<position> load_bound(partition_id k, bool check) {
+    statement& s = *load_;
+    reset_on_exit reset(s);
+    s.bind(3, k.value());
+    if (!s.step())
+      return std::nullopt;
+    if (check && !s.column_is_null(2)) {
+      const std::string held = s.column_text(2);
+      if (held != bound_to_) [[unlikely]]
+        throw_bound_elsewhere(k, held);
+    }
+    if (s.column_is_null(0))
+      return std::nullopt;
+    return position{s.column_int64(0)};
+  }
+
+ public:
   /// Raises partition `k`'s owner to `e` and returns its position; throws `fenced` when a
   /// newer owner holds it.
   std::optional<position> claim(partition_id k, epoch e) {
@@ -161,6 +217,20 @@ class position_table final {
 
   [[nodiscard]] const std::string& topic() const noexcept { return topic_; }
 
+  /// Binds a position store's rows to what its positions vouch for: the data table (empty when
+  /// the store is not told one) and the source (its identity; empty when it has none). A store
+  /// told neither stays unbound, and refuses only rows bound to something.
+  /// What is bound already stays: a store made from a sink keeps that sink's table when a
+  /// pipeline over a wrapper of the sink names none.
+  void bind(std::string_view table, std::string_view identity) {
+    if (!table.empty())
+      data_table_ = std::string(table);
+    if (data_table_.empty() && identity.empty())
+      return;
+    bound_to_ = bound_to_with_source(data_table_, identity);
+    bind_binding();
+  }
+
   /// Binds the claims to the source the positions are read from too (its identity), as well as
   /// to the data table. Outside a claim; a table without a binding (a store's) ignores it.
   void bind_source(std::string_view identity) {
@@ -180,9 +250,11 @@ class position_table final {
     if (bound_to_.empty()) {
       claim_->bind_null(5);
       claim_next_->bind_null(4);
+      store_bound_->bind_null(6);
     } else {
       claim_->bind(5, bound_to_);
       claim_next_->bind(4, bound_to_);
+      store_bound_->bind(6, bound_to_);
     }
   }
 
@@ -237,6 +309,7 @@ class position_table final {
   std::string bound_to_;
   std::optional<statement> load_;
   std::optional<statement> store_;
+  std::optional<statement> store_bound_;
   std::optional<statement> claim_;
   std::optional<statement> claim_next_;
 };

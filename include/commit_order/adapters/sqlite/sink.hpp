@@ -361,6 +361,10 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// pipeline calls it with the source's identity, before the first claim).
   void bind_source(const std::string& identity) { positions_->bind_source(identity); }
 
+  /// The data table a position of this sink's records vouches for (table_bound_sink): a
+  /// position store of the pipeline is bound to it too.
+  [[nodiscard]] std::string bound_table() const { return std::string(D::name); }
+
   /// The epoch of the last claim of partition `k` whose transaction committed.
   [[nodiscard]] std::optional<epoch> claimed_epoch(partition_id k = partition_id{0}) const {
     for (const auto& [partition, e] : claims_)
