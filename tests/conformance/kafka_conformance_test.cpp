@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <commit_order/testing/adversarial.hpp>
 #include <commit_order/testing/conformance.hpp>
 
 #include "conformance/kafka_fixture.hpp"
@@ -127,4 +128,13 @@ TEST_CASE(
     // A killed process would have left nothing committed.
     CHECK(f.store().load() == co::position{5});
   }
+}
+
+TEST_CASE("adversarial: every spelling and scope of a setting the Kafka source owns is refused") {
+  // Issue 21, item 1: topic.auto.offset.reset=earliest was accepted and won over the library's
+  // "error", skipping retention's victims without position_lost.
+  const auto r = ct::run_adversarial<kafka_fixture>("Kafka partition_source (mock cluster)");
+  conformance::expect_passed(r);
+  conformance::expect_ran(r, "owned properties: every spelling and scope is refused",
+                          kafka_fixture::owned_properties().size());
 }

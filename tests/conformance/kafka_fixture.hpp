@@ -227,6 +227,32 @@ class kafka_fixture {
 
   [[nodiscard]] const std::string& topic() const noexcept { return name_; }
 
+  /// The adversarial tier's owned properties: every name, prefix and scope under which
+  /// librdkafka takes a setting the library decides (offset reset, auto-commit, the offset
+  /// store, the isolation level), each with a value that contradicts the library's.
+  static std::vector<std::pair<std::string, std::string>> owned_properties() {
+    return {
+        {"auto.offset.reset", "earliest"},        {"topic.auto.offset.reset", "earliest"},
+        {"auto.offset.reset", "smallest"},        {"topic.auto.offset.reset", "latest"},
+        {"topic.auto.offset.reset", "beginning"}, {"enable.auto.commit", "true"},
+        {"topic.enable.auto.commit", "true"},     {"auto.commit.enable", "true"},
+        {"topic.auto.commit.enable", "true"},     {"auto.commit.interval.ms", "100"},
+        {"topic.auto.commit.interval.ms", "100"}, {"enable.auto.offset.store", "true"},
+        {"offset.store.method", "file"},          {"topic.offset.store.method", "file"},
+        {"isolation.level", "read_uncommitted"},  {"Auto.Offset.Reset", "earliest"},
+    };
+  }
+  /// A property the library leaves to the user: the opener's control.
+  static std::pair<std::string, std::string> accepted_property() {
+    return {"client.id", "adversarial"};
+  }
+  /// Opens the fixture's source with one more property; throws when it is refused.
+  void open_source_with(const std::string& name, const std::string& value) {
+    kf::consumer_options o = options();
+    o.config[name] = value;
+    kafka_partition_source src(o, co::partition_id{0});
+  }
+
   /// The cluster every fixture of this process uses: made at the first scenario, gone at exit
   /// (after every fixture, hence every client, is gone, as its destructor needs). On ephemeral
   /// loopback ports, so test processes running at once each have their own.

@@ -4,11 +4,19 @@
 // prove nothing about the adapters it passes). Label `unit`.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <optional>
+#include <span>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include <commit_order/testing/adversarial.hpp>
 #include <commit_order/testing/conformance.hpp>
 
 #include "conformance/broken_parts.hpp"
+#include "conformance/hostile_event.hpp"
 
 namespace co = commit_order;
 namespace ct = commit_order::testing;
@@ -170,4 +178,192 @@ TEST_CASE("a report counts scenarios and failures per check and lists what did n
   const std::string s = r.summary();
   CHECK(s.find("FAIL  b: 2 scenarios, 1 failures") != std::string::npos);
   CHECK(s.find("not run: c: not declared") != std::string::npos);
+}
+
+// ---- the adversarial tier ------------------------------------------------------------------
+
+namespace {
+
+using conformance::hostile_event;
+
+/// Collapses a unit to one row per key before writing it, keeping the key's *first* row: one
+/// record per unit is right, and any unit in which a key repeats leaves an older row (the class
+/// of issue 21, items 8 and 9: a unit's effect is not that of its records in offset order).
+class collapsing_sink {
+ public:
+  using row_type = hostile_event;
+  using key_type = co::key<&hostile_event::id>;
+  using capabilities = co::capabilities<co::Idempotent, co::Transactional, co::Volatile>;
+
+  void begin() { pending_.clear(); }
+  co::write_outcome apply(co::offset o, const hostile_event& e) {
+    pending_.push_back({o, e});
+    return co::write_outcome::applied;
+  }
+  void store_position(co::position p) { staged_ = p; }
+  [[nodiscard]] std::optional<co::position> load_position() const { return position_; }
+  void commit() {
+    std::vector<std::int64_t> seen;
+    for (const auto& [o, e] : pending_) {
+      if (std::find(seen.begin(), seen.end(), e.id) != seen.end())
+        continue;  // the defect: a later row of the same key is dropped
+      seen.push_back(e.id);
+      rows_.erase(std::remove_if(rows_.begin(), rows_.end(),
+                                 [&](const auto& r) { return r.second.id == e.id; }),
+                  rows_.end());
+      rows_.emplace_back(o, e);
+    }
+    pending_.clear();
+    if (staged_)
+      position_ = staged_;
+    staged_.reset();
+  }
+  void rollback() {
+    pending_.clear();
+    staged_.reset();
+  }
+  [[nodiscard]] const std::vector<std::pair<co::offset, hostile_event>>& rows() const {
+    return rows_;
+  }
+
+ private:
+  std::vector<std::pair<co::offset, hostile_event>> pending_;
+  std::vector<std::pair<co::offset, hostile_event>> rows_;
+  std::optional<co::position> staged_;
+  std::optional<co::position> position_;
+};
+
+/// A position store that two consumers share whatever they are: one per process, no binding.
+co::memory::position_store<>& shared_store() {
+  static co::memory::position_store<> s;
+  return s;
+}
+
+template <class Sink>
+class adversarial_fixture {
+ public:
+  using event_type = hostile_event;
+  using source_type = co::memory::log<hostile_event>;
+  using sink_type = Sink;
+  using store_type = co::memory::position_store<>;
+
+  adversarial_fixture() { shared_store() = co::memory::position_store<>(); }
+  explicit adversarial_fixture(adversarial_fixture<collapsing_sink>&) {}
+
+  static hostile_event make_event(std::int64_t key, std::int64_t seq) {
+    return conformance::plain_hostile(key, seq);
+  }
+  static std::vector<hostile_event> hostile_events() { return conformance::hostile_values(); }
+  static bool same_row(const hostile_event& a, const hostile_event& b) {
+    return conformance::same_hostile(a, b);
+  }
+  static bool same_key(const hostile_event& a, const hostile_event& b) { return a.id == b.id; }
+  void create_log(std::span<const hostile_event> events) {
+    for (const auto& e : events)
+      log_.append(e);
+  }
+  source_type& source() { return log_; }
+  sink_type& sink() { return sink_; }
+  store_type& store() { return shared_store(); }
+  void close() {}
+  std::vector<ct::observed_row<hostile_event>> rows() {
+    std::vector<ct::observed_row<hostile_event>> out;
+    for (const auto& [o, e] : sink_.rows())
+      out.push_back({e.id, o, e});
+    return out;
+  }
+
+ private:
+  source_type log_;
+  sink_type sink_;
+};
+
+/// Keeps nothing: the same (no rows) at every unit size.
+class silent_sink {
+ public:
+  using row_type = hostile_event;
+  using key_type = co::key<&hostile_event::id>;
+  using capabilities = co::capabilities<co::Idempotent, co::Transactional, co::Volatile>;
+
+  void begin() {}
+  co::write_outcome apply(co::offset, const hostile_event&) { return co::write_outcome::applied; }
+  void store_position(co::position p) { position_ = p; }
+  [[nodiscard]] std::optional<co::position> load_position() const { return position_; }
+  void commit() {}
+  void rollback() {}
+  [[nodiscard]] std::vector<std::pair<co::offset, hostile_event>> rows() const { return {}; }
+
+ private:
+  std::optional<co::position> position_;
+};
+
+/// Owned properties over an opener that throws whatever it is given.
+class refusing_opener_fixture : public adversarial_fixture<collapsing_sink> {
+ public:
+  static std::vector<std::pair<std::string, std::string>> owned_properties() {
+    return {{"auto.offset.reset", "earliest"}};
+  }
+  static std::pair<std::string, std::string> accepted_property() { return {"client.id", "kit"}; }
+  void open_source_with(const std::string& name, const std::string&) {
+    throw std::runtime_error("not implemented: " + name);
+  }
+};
+
+/// The same, with a sibling consumer whose store is the first one's (an unbound shared store).
+class sharing_fixture : public adversarial_fixture<collapsing_sink> {
+ public:
+  using sibling_type = adversarial_fixture<collapsing_sink>;
+};
+
+}  // namespace
+
+TEST_CASE("the adversarial tier fails a sink that collapses a unit by key") {
+  const auto r = ct::run_adversarial<adversarial_fixture<collapsing_sink>>("collapsing sink");
+  const std::string check = "apply order: any unit size leaves what one record per unit leaves";
+  // Each hostile value follows an ordinary record of its key: a unit holding both keeps the
+  // ordinary one.
+  expect_failed(r, check,
+                "AtLeastOnce<EveryBatch>, units of 2: the sink holds the rows of {0, 2, 4, 6, 8, "
+                "10, 12, 14, 16, 18}, one record per unit those of {1, 3, 5, 7, 9, 11, 13, 15, "
+                "17, 19}",
+                40);
+  CHECK(r.failures() == 38);  // units of 2 to 20 under each of the two legal policies
+  // One record per unit has nothing to collapse: those scenarios pass.
+  const auto* c = r.find(check);
+  REQUIRE(c != nullptr);
+  for (const auto& f : c->failures)
+    CHECK(f.find("one record per unit:") == std::string::npos);
+  // TransactionalPosition is not legal over a sink without an offset guard: said, not hidden.
+  CHECK(std::find(r.not_run.begin(), r.not_run.end(),
+                  "apply order under TransactionalPosition<EveryBatch>: not legal over the "
+                  "fixture's parts") != r.not_run.end());
+}
+
+TEST_CASE("the adversarial tier fails a sink that writes the same thing at every unit size") {
+  // Writes nothing, whatever the unit: every run agrees with every other, so only the rows one
+  // record per unit must leave (the fixture's same_key) can tell.
+  const auto r = ct::run_adversarial<adversarial_fixture<silent_sink>>("silent sink");
+  expect_failed(r, "apply order: any unit size leaves what one record per unit leaves",
+                "AtLeastOnce<EveryBatch>, one record per unit: the sink holds the rows of {}, "
+                "applying the records not dead-lettered in offset order leaves {1, 3, 5, 7, 9, "
+                "11, 13, 15, 17, 19} (the last record of each key)");
+  CHECK(r.failures() == 2);  // one record per unit, under each legal policy
+}
+
+TEST_CASE("the adversarial tier fails an opener that refuses every property") {
+  const auto r = ct::run_adversarial<refusing_opener_fixture>("an opener that always throws");
+  expect_failed(r, "owned properties: every spelling and scope is refused",
+                "control: client.id=kit: refused a property the library does not decide");
+  const auto* c = r.find("owned properties: every spelling and scope is refused");
+  REQUIRE(c != nullptr);
+  CHECK(c->failures.size() == 1);  // the control; the refusals themselves prove nothing
+}
+
+TEST_CASE("the adversarial tier fails two consumers that share one position") {
+  const auto r = ct::run_adversarial<sharing_fixture>("two consumers, one unbound store");
+  expect_failed(r, "shared storage: two consumers with default options on one store",
+                "it started from the first consumer's position");
+  // Nothing else is claimed: the fixture offers no owned properties.
+  CHECK(std::find(r.not_run.begin(), r.not_run.end(),
+                  "owned properties: the fixture has no owned_properties()") != r.not_run.end());
 }

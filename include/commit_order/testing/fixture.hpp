@@ -124,14 +124,15 @@ struct transform_of<F, true> {
 };
 }  // namespace detail
 
-/// The shape every fixture must have (the optional members are detected separately).
+/// The members every fixture must have (the optional members are detected separately).
 template <class F>
-concept conformance_fixture = std::default_initializable<F> && requires {
+concept fixture_members = requires {
   typename F::event_type;
   typename F::source_type;
   typename F::sink_type;
-} && source<typename F::source_type> && sink<typename F::sink_type> &&
-    requires(F& f, std::span<const typename F::event_type> events, std::int64_t k) {
+}
+&&source<typename F::source_type>&& sink<typename F::sink_type>&& requires(
+    F& f, std::span<const typename F::event_type> events, std::int64_t k) {
   { F::make_event(k, k) } -> std::convertible_to<typename F::event_type>;
   f.create_log(events);
   { f.source() } -> std::same_as<typename F::source_type&>;
@@ -140,8 +141,13 @@ concept conformance_fixture = std::default_initializable<F> && requires {
   { f.rows() } -> std::same_as<std::vector<observed_row<sink_row_t<typename F::sink_type>>>>;
 };
 
+/// The shape every fixture must have: its members, and a fresh fixture (fresh storage) from its
+/// default constructor.
+template <class F>
+concept conformance_fixture = std::default_initializable<F> && fixture_members<F>;
+
 /// What the kit reads off a fixture.
-template <conformance_fixture F>
+template <fixture_members F>
 struct fixture_traits final {
   using event_type = typename F::event_type;
   using source_type = typename F::source_type;
