@@ -127,6 +127,12 @@ inline constexpr const char* store_position =
     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET "
     "position = excluded.position WHERE \"commit_order_positions\".owner_epoch = "
     "excluded.owner_epoch";
+// A position store's first read reserves the row for the data table (it changes no row that
+// exists), so a second consumer started at the same time is refused at its own read.
+inline constexpr const char* reserve_position =
+    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch, "
+    "bound_to) VALUES (?1, ?2, ?3, NULL, 0, ?4) ON CONFLICT (stream, topic, \"partition\") DO "
+    "NOTHING";
 // A position store's write: it binds the row to the data table, and changes no row of another
 // owner epoch or bound to another table.
 inline constexpr const char* store_bound_position =
@@ -425,19 +431,23 @@ struct raw_positions {
   raw_statement load;
   raw_statement store;
   raw_statement store_bound;
+  raw_statement reserve;
   raw_statement claim;
 
   explicit raw_positions(raw_connection& c)
       : load(position_table(c), sql::load_position)
       , store(c.get(), sql::store_position)
       , store_bound(c.get(), sql::store_bound_position)
+      , reserve(c.get(), sql::reserve_position)
       , claim(c.get(), sql::claim_next) {
-    for (sqlite3_stmt* s : {load.get(), store.get(), store_bound.get(), claim.get()}) {
+    for (sqlite3_stmt* s :
+         {load.get(), store.get(), store_bound.get(), reserve.get(), claim.get()}) {
       sqlite3_bind_text(s, 1, sql::stream, -1, SQLITE_STATIC);
       sqlite3_bind_text(s, 2, sql::topic, -1, SQLITE_STATIC);
     }
     sqlite3_bind_text(claim.get(), 4, sql::bound_to, -1, SQLITE_STATIC);
     sqlite3_bind_text(store_bound.get(), 6, sql::bound_to, -1, SQLITE_STATIC);
+    sqlite3_bind_text(reserve.get(), 4, sql::bound_to, -1, SQLITE_STATIC);
   }
 
   /// The owner epoch this connection writes positions as (0 until it claims the row).
@@ -467,8 +477,11 @@ struct raw_positions {
     return stored;
   }
 
-  /// The stored position (nullopt: none).
+  /// The stored position (nullopt: none), read as a bound store reads it: the row reserved
+  /// first.
   std::optional<std::int64_t> read(sqlite3* db) {
+    sqlite3_bind_int64(reserve.get(), 3, 0);
+    reserve.run();
     sqlite3_stmt* s = load.get();
     sqlite3_bind_int64(s, 3, 0);
     const int rc = sqlite3_step(s);

@@ -257,9 +257,19 @@ concept table_bound_sink = requires(const S& s) {
   { s.bound_table() } -> std::convertible_to<std::string>;
 };
 
+/// A table_bound_sink that also names the database its table is in (a file, a database of a
+/// server): a position store kept in another database is bound to the table *of that
+/// database*, so two sinks' tables of one name in two databases never share a store's position.
+template <class S>
+concept database_bound_sink = table_bound_sink<S> && requires(const S& s) {
+  { s.bound_database() } -> std::convertible_to<std::string>;
+};
+
 /// A position store whose stored positions are bound to what they vouch for: the pipeline
 /// tells it the sink's data table and the source's identity (either empty when not named)
-/// before recovery, and the store refuses a position stored for another table or source.
+/// before recovery, and the store refuses a position stored for another table or source. A
+/// store may also take the sink's database (`bind_to(table, identity, database)`), and name it
+/// in the binding when it is not the store's own.
 template <class S>
 concept bound_store = requires(S& s, const std::string& table, const std::string& identity) {
   s.bind_to(table, identity);

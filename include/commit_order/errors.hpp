@@ -294,8 +294,8 @@ class position_bound_elsewhere final : public error {
                            std::string_view release)
       : error(detail::join_message(
             {"commit_order: the position of stream '", stream, "', topic '", topic, "', partition ",
-             detail::decimal(partition.value()), " vouches for ", described(bound_to),
-             ", not for this consumer's ", described(mine),
+             detail::decimal(partition.value()), " vouches for ", described(bound_to), ", not for ",
+             mine_described(mine),
              ": two consumers share one position, and this one would skip what the other "
              "read. Give each consumer its own stream (sink_options::stream, "
              "store_options::stream). To move the position deliberately, with every consumer of "
@@ -317,6 +317,12 @@ class position_bound_elsewhere final : public error {
  private:
   // A binding as stored: `'table'`, `'table', read from <source>`, `read from <source>` (a
   // store told no table), or empty (unbound).
+  static std::string mine_described(std::string_view mine) {
+    if (mine.empty())
+      return "this consumer, whose position store vouches for nothing (it is used outside a "
+             "pipeline, or its pipeline's sink names no table and its source no identity)";
+    return detail::join_message({"this consumer's ", described(mine)});
+  }
   static std::string described(std::string_view binding) {
     if (binding.empty())
       return "nothing (an unbound position)";

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <commit_order/adapters/file.hpp>
 #include <commit_order/adapters/memory.hpp>
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
@@ -370,9 +371,11 @@ TEST_CASE("two AtLeastOnce consumers with default store options never share a po
   }
 }
 
-TEST_CASE("two consumers starting together: the second's first commit is refused, not merged") {
-  // Both load no position; the first commits; the second's commit would overwrite it (and the
-  // first would then resume from the second's position). It is refused and changes nothing.
+TEST_CASE("two consumers starting together: the second is refused before it writes") {
+  // Both loaded no position; the first committed; the second's commit would have overwritten it
+  // (and the first would then resume from the second's position), and its rows were written
+  // before that commit was refused. A bound store reserves its row at its first read: the
+  // second is refused there, before any row.
   using store_t = sq::position_store<>;
   using copy_t = sq::guarded_upsert_sink<orders_copy>;
   scratch_dir dir;
@@ -387,10 +390,46 @@ TEST_CASE("two consumers starting together: the second's first commit is refused
   co::pipeline<order_log, copy_t, co::AtLeastOnce<>, co::with_store<store_t>> second(
       second_log, second_sink, second_store);
   CHECK(first.recover() == co::position{0});
-  CHECK(second.recover() == co::position{0});
+  CHECK_THROWS_AS(second.recover(), co::position_bound_elsewhere);
   CHECK(first.run() == 6);
   CHECK_THROWS_AS(second.run(), co::position_bound_elsewhere);
+  CHECK(count_rows(second_sink.database(), "orders_copy") == 0);
   CHECK(store_t(dir / "db.sqlite").load() == co::position{6});
+}
+
+TEST_CASE("a position store that vouches for nothing must name its consumer") {
+  // A sink of the user's own names no table and a memory log no source: two such consumers of
+  // one database with default store options shared one row, silently, in either order.
+  using store_t = sq::position_store<>;
+  using own_table = co::memory::table<order_event, co::key<&order_event::order_id>,
+                                      co::capabilities<co::Idempotent, co::Synced>>;
+  using pipeline_t = co::pipeline<order_log, own_table, co::AtLeastOnce<>, co::with_store<store_t>>;
+  scratch_dir dir;
+  order_log log = orders(10);
+  own_table table;
+  {
+    store_t store(dir / "db.sqlite");
+    try {
+      pipeline_t p(log, table, store);
+      FAIL("a store bound to nothing kept the default stream");
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      CHECK(what.find("store_options::stream") != std::string::npos);
+      CHECK(what.find("would share its position") != std::string::npos);
+    }
+  }
+  // Named, it runs; a second consumer that names itself apart keeps a position of its own.
+  {
+    store_t store(dir / "db.sqlite", {.stream = "audit"});
+    pipeline_t p(log, table, store);
+    CHECK(p.run() == 10);
+  }
+  order_log other = orders(4);
+  own_table other_table;
+  store_t store(dir / "db.sqlite", {.stream = "audit-copy"});
+  pipeline_t p(other, other_table, store);
+  CHECK(p.run() == 4);
+  CHECK(store_t(dir / "db.sqlite", {.stream = "audit"}).load() == co::position{10});
 }
 
 TEST_CASE("a sink's claim does not adopt a position store's row of another table") {
@@ -462,10 +501,12 @@ TEST_CASE("a store made from a sink keeps its binding under a pipeline over a wr
   CHECK(count_rows(inner.database(), "orders_copy") == 0);
 }
 
-TEST_CASE("a store's commit over a row another consumer's sink claimed is blamed on the binding") {
-  // The second consumer recovered first; the first then claimed the row for its table
-  // (TransactionalPosition, epoch 1). The store's commit was called `fenced` -- a newer copy of
-  // the same consumer, with advice to bump the era -- though the row is another consumer's.
+TEST_CASE("a store and a sink's claim started together: the first to read the row owns it") {
+  // The store's consumer recovered first; the other consumer's sink then claimed the row for
+  // its table (TransactionalPosition): the store's commit was refused as `fenced` -- a newer
+  // copy of the same consumer, with advice to bump the era -- after its rows were written. The
+  // store's first read reserves the row for its table: the claim is refused instead, before
+  // anything is written, and the store's consumer runs on.
   using store_t = sq::position_store<>;
   using copy_t = sq::guarded_upsert_sink<orders_copy>;
   scratch_dir dir;
@@ -478,16 +519,127 @@ TEST_CASE("a store's commit over a row another consumer's sink claimed is blamed
   co::pipeline<order_log, copy_t, co::AtLeastOnce<>, co::with_store<store_t>> b(b_log, b_sink,
                                                                                 b_store);
   CHECK(b.recover() == co::position{0});
-  CHECK(a.recover() == co::position{0});
-  CHECK(a.run() == 6);
   try {
-    (void)b.run();
-    FAIL("the store wrote a row bound to another table");
+    (void)a.recover();
+    FAIL("the claim took a row another consumer's store had read");
   } catch (const co::position_bound_elsewhere& e) {
-    CHECK(e.bound_to() == "'orders_flat'");
-    CHECK(e.mine() == "'orders_copy'");
+    CHECK(e.bound_to() == "'orders_copy'");
+    CHECK(e.mine() == "'orders_flat'");
   }
-  CHECK(a_sink.load_position() == co::position{6});
+  CHECK(b.run() == 4);
+  CHECK(b_store.load() == co::position{4});
+  CHECK(count_rows(a_sink.database(), "orders_flat") == 0);
+}
+
+TEST_CASE("two file logs into one table with default options never share a position") {
+  // Only the Kafka source named itself: two logs into one table bound their positions to the
+  // table alone, and the second consumer started at the first's position, skipping its own.
+  using flog = co::file::log<order_event>;
+  using store_t = sq::position_store<>;
+  scratch_dir dir;
+  {
+    flog a(dir / "log_a");
+    flog b(dir / "log_b");
+    for (std::int64_t i = 0; i < 10; ++i) {
+      a.append(order(i + 1, 10 * i, 1));
+      b.append(order(i + 101, 10 * i, 1));
+    }
+  }
+  {
+    flog a(dir / "log_a");
+    guarded_t sink(dir / "db.sqlite");
+    store_t store(dir / "db.sqlite");
+    co::pipeline<flog, guarded_t, co::AtLeastOnce<>, co::with_store<store_t>> p(a, sink, store);
+    CHECK(p.run() == 10);
+  }
+  flog b(dir / "log_b");
+  {
+    guarded_t sink(dir / "db.sqlite");
+    store_t store(dir / "db.sqlite");
+    co::pipeline<flog, guarded_t, co::AtLeastOnce<>, co::with_store<store_t>> p(b, sink, store);
+    try {
+      (void)p.recover();
+      FAIL("the consumer of log_b took log_a's position");
+    } catch (const co::position_bound_elsewhere& e) {
+      CHECK(e.bound_to().find("log_a") != std::string::npos);
+      CHECK(e.mine().find("log_b") != std::string::npos);
+    }
+  }
+  {
+    // The sink's own claim (TransactionalPosition) is bound the same way.
+    guarded_t sink(dir / "db.sqlite");
+    co::pipeline<flog, guarded_t, co::TransactionalPosition<>> p(b, sink);
+    CHECK_THROWS_AS(p.recover(), co::position_bound_elsewhere);
+  }
+  guarded_t sink(dir / "db.sqlite");
+  CHECK(count_rows(sink.database(), "orders_flat") == 10);
+}
+
+TEST_CASE("a position bound to its table alone is its consumer's once the source is named") {
+  // A row written before the source had an identity names the table only: the consumer that
+  // now names its source too keeps that position.
+  using flog = co::file::log<order_event>;
+  scratch_dir dir;
+  {
+    flog a(dir / "log");
+    for (std::int64_t i = 0; i < 10; ++i)
+      a.append(order(i + 1, 10 * i, 1));
+  }
+  {
+    guarded_t sink(dir / "db.sqlite");
+    sink.begin();
+    const co::claimed c = sink.claim_next();
+    sink.store_position(co::position{6}, c.owner);
+    sink.commit();
+    auto q = sink.database().prepare("SELECT bound_to FROM commit_order_positions");
+    REQUIRE(q.step());
+    CHECK(q.column_text(0) == "'orders_flat'");
+  }
+  flog a(dir / "log");
+  guarded_t sink(dir / "db.sqlite");
+  co::pipeline<flog, guarded_t, co::TransactionalPosition<>> p(a, sink);
+  CHECK(p.recover() == co::position{6});
+  CHECK(p.run() == 4);
+}
+
+TEST_CASE("two sinks' tables of one name in two files never share a store's position") {
+  // The binding named the table and not its file: two consumers writing orders_flat into
+  // a.sqlite and b.sqlite, with their positions in one positions file (default options), shared
+  // one row, and the second applied none of its records.
+  using store_t = sq::position_store<>;
+  scratch_dir dir;
+  order_log first_log = orders(10);
+  {
+    guarded_t sink(dir / "a.sqlite");
+    store_t store(dir / "positions.sqlite");
+    co::pipeline<order_log, guarded_t, co::AtLeastOnce<>, co::with_store<store_t>> p(first_log,
+                                                                                     sink, store);
+    CHECK(p.run() == 10);
+  }
+  order_log second_log = orders(10);
+  guarded_t sink(dir / "b.sqlite");
+  store_t store(dir / "positions.sqlite");
+  co::pipeline<order_log, guarded_t, co::AtLeastOnce<>, co::with_store<store_t>> p(second_log, sink,
+                                                                                   store);
+  try {
+    (void)p.recover();
+    FAIL("the consumer of b.sqlite took a.sqlite's position");
+  } catch (const co::position_bound_elsewhere& e) {
+    INFO(e.what());
+    CHECK(e.bound_to().find("a.sqlite") != std::string::npos);
+    CHECK(e.mine().find("b.sqlite") != std::string::npos);
+    CHECK(e.mine().rfind("'orders_flat' in database '", 0) == 0);
+  }
+  CHECK(count_rows(sink.database(), "orders_flat") == 0);
+  // A store in the sink's own file binds the table alone, as the sink's claims do.
+  guarded_t same(dir / "c.sqlite");
+  store_t beside(dir / "c.sqlite");
+  co::pipeline<order_log, guarded_t, co::AtLeastOnce<>, co::with_store<store_t>> q(second_log, same,
+                                                                                   beside);
+  CHECK(q.run() == 10);
+  auto row = beside.database().prepare("SELECT bound_to FROM commit_order_positions");
+  REQUIRE(row.step());
+  CHECK(row.column_text(0) == "'orders_flat'");
 }
 
 TEST_CASE("a position table written before positions were bound gains the binding column") {

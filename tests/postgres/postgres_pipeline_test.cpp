@@ -6,12 +6,17 @@
 // which recovers with nothing it was told was committed lost.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
+
+#include <commit_order/adapters/memory.hpp>
 
 #include "pg_orders.hpp"
 #include "pg_support.hpp"
@@ -201,6 +206,75 @@ TEST_CASE("a position table written before positions were bound gains the bindin
   CHECK_THROWS_AS(other.claim(co::partition_id{0}, co::epoch{3}), co::position_bound_elsewhere);
   other.rollback();
   CHECK(sink.owner_epoch() == co::epoch{2});
+}
+
+TEST_CASE("a PostgreSQL position store that vouches for nothing must name its consumer") {
+  // A sink of the user's own names no table and a memory log no source: two such consumers of
+  // one database with default store options would share one row.
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_store_unbound");
+  using store_t = pg::position_store<pg::buffered>;
+  using own_table = co::memory::table<order_event, co::key<&order_event::order_id>,
+                                      co::capabilities<co::Idempotent, co::Buffered>>;
+  using pipeline_t = co::pipeline<order_log, own_table, co::AtLeastOnce<>, co::with_store<store_t>>;
+  pg::store_options so;
+  so.schema = schema;
+  order_log log = random_orders(10, 10, 13);
+  own_table table;
+  {
+    store_t store(conninfo(), so);
+    try {
+      pipeline_t p(log, table, store);
+      FAIL("a store bound to nothing kept the default stream");
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string(e.what()).find("store_options::stream") != std::string::npos);
+    }
+  }
+  so.stream = "audit";
+  store_t store(conninfo(), so);
+  pipeline_t p(log, table, store);
+  CHECK(p.run() == 10);
+  CHECK(store.load() == co::position{10});
+}
+
+TEST_CASE("two sinks' tables of one name in two databases never share a store's position") {
+  // The binding named schema and table, not the database: two consumers writing
+  // public.orders_flat into two databases, with their positions in a third (default options),
+  // shared one row, and the second applied none of its records.
+  using store_t = pg::position_store<pg::buffered>;
+  const std::string suffix = std::to_string(::getpid());
+  const std::string a = "co_bound_a_" + suffix, b = "co_bound_b_" + suffix;
+  for (const std::string& db : {a, b}) {
+    pg_test::client(conninfo()).exec("DROP DATABASE IF EXISTS " + db);
+    pg_test::client(conninfo()).exec("CREATE DATABASE " + db);
+  }
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_store_databases");
+  pg::store_options so;
+  so.schema = schema;
+  {
+    order_log log = random_orders(10, 10, 21);
+    guarded<> sink(conninfo() + " dbname=" + a);
+    store_t store(conninfo(), so);
+    co::pipeline<order_log, guarded<>, co::AtLeastOnce<>, co::with_store<store_t>> p(log, sink,
+                                                                                     store);
+    CHECK(p.run() == 10);
+  }
+  {
+    order_log log = random_orders(10, 10, 22);
+    guarded<> sink(conninfo() + " dbname=" + b);
+    store_t store(conninfo(), so);
+    co::pipeline<order_log, guarded<>, co::AtLeastOnce<>, co::with_store<store_t>> p(log, sink,
+                                                                                     store);
+    try {
+      (void)p.recover();
+      FAIL("the consumer of database b took database a's position");
+    } catch (const co::position_bound_elsewhere& e) {
+      INFO(e.what());
+      CHECK(e.bound_to().find("in database '" + a + "'") != std::string::npos);
+      CHECK(e.mine().find("in database '" + b + "'") != std::string::npos);
+    }
+  }
+  for (const std::string& db : {a, b})
+    pg_test::client(conninfo()).exec("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
 }
 
 TEST_CASE("two AtLeastOnce consumers with default store options never share a position") {

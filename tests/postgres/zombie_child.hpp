@@ -91,7 +91,11 @@ inline int zombie_main(int argc, char** argv) {
     const std::string_view go = argv[6];
     pausing_sink sink(argv[2], o, std::stoll(argv[5]),
                       go == "-" ? std::filesystem::path() : std::filesystem::path(go));
-    crash_lab::order_log log(argv[4], crash_lab::lab_log_options());
+    // The zombie and its successor read copies of one log (a paused zombie keeps its lock):
+    // one log, by its name.
+    co::file::log_options options = crash_lab::lab_log_options();
+    options.name = "orders";
+    crash_lab::order_log log(argv[4], options);
     co::pipeline<crash_lab::order_log, pausing_sink, co::TransactionalPosition<>> p(
         log, sink, co::settings{.batch_size = 16});
     try {

@@ -1263,12 +1263,17 @@ class pipeline_impl {
   // the source's identity (identified_source), each empty when not named.
   void bind_store() {
     if constexpr (bound_store<Store>) {
-      std::string table, identity;
+      std::string table, identity, database;
       if constexpr (table_bound_sink<Sink>)
         table = sink_->bound_table();
       if constexpr (identified_source<Source>)
         identity = source_->identity();
-      store_->bind_to(table, identity);
+      if constexpr (database_bound_sink<Sink>)
+        database = sink_->bound_database();
+      if constexpr (requires { store_->bind_to(table, identity, database); })
+        store_->bind_to(table, identity, database);
+      else
+        store_->bind_to(table, identity);
     }
   }
 

@@ -155,6 +155,14 @@ class recording_sink {
   std::size_t max_transaction_rows() const requires runtime_limited_sink<Sink> {
     return static_cast<std::size_t>(inner_->max_transaction_rows());
   }
+  // What the positions vouch for: the kit runs the bindings a user's pipeline has.
+  std::string bound_table() const requires table_bound_sink<Sink> { return inner_->bound_table(); }
+  std::string bound_database() const requires database_bound_sink<Sink> {
+    return inner_->bound_database();
+  }
+  void bind_source(const std::string& identity) requires source_bound_sink<Sink> {
+    inner_->bind_source(identity);
+  }
 
   [[nodiscard]] Sink& inner() const noexcept { return *inner_; }
 

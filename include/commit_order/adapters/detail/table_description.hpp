@@ -126,6 +126,28 @@ inline std::string bound_to_with_source(std::string_view table, std::string_view
   return source.empty() ? concat("'", table, "'") : concat("'", table, "', read from ", source);
 }
 
+/// The same for a position store kept in another database than the sink's table:
+/// `'table' in database 'db'`, and `, read from <source>`.
+inline std::string bound_to_with_source(std::string_view table, std::string_view source,
+                                        std::string_view database) {
+  if (table.empty() || database.empty())
+    return bound_to_with_source(table, source);
+  std::string out = concat("'", table, "' in database '", database, "'");
+  return source.empty() ? out : concat(out, ", read from ", source);
+}
+
+/// Does a row bound to `held` vouch for what `mine` names? The same binding does; so does a
+/// binding of the table alone when `mine` names that table and a source: a row written before
+/// the source was named (its consumer's own, from before its source had an identity).
+inline bool binding_holds(std::string_view held, std::string_view mine) {
+  if (held == mine)
+    return true;
+  constexpr std::string_view read_from = ", read from ";
+  return held.size() > 2 && held.front() == '\'' && held.back() == '\'' &&
+         mine.size() > held.size() && mine.substr(0, held.size()) == held &&
+         mine.substr(held.size()).starts_with(read_from);
+}
+
 /// `text` as an SQL string literal, for a statement printed in a message for an operator to run
 /// (single quotes doubled; the statements the adapters send bind their values instead).
 inline std::string quote_literal(std::string_view text) {

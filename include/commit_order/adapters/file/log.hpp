@@ -101,6 +101,10 @@ struct log_options final {
   /// record already in the log verifies by its checksum and is read whatever its size, so a
   /// log written with a larger limit opens, and reads, in full.
   std::uint32_t max_record_bytes = std::uint32_t{16} << 20;
+  /// What the positions a sink stores for this log are bound to (identity()). Empty: the log's
+  /// directory, as an absolute path without links. Name it where instances of one consumer read
+  /// copies of one log at different paths (a successor on another host).
+  std::string name{};
 };
 
 /// A segment as the log sees it: its first offset and its size in bytes.
@@ -225,6 +229,17 @@ class log final {
       read_frame(true);
     }
     return batch_;
+  }
+
+  /// What the positions a sink stores for this log were read from (identified_source): the
+  /// log's directory, as an absolute path without links. Two logs into one table never share a
+  /// position; a log moved to another directory is refused where its position was bound to
+  /// the old one (position_bound_elsewhere, which names the statement that releases it).
+  [[nodiscard]] std::string identity() const {
+    return "file log '" +
+           (options_.name.empty() ? std::filesystem::weakly_canonical(dir_).string()
+                                  : options_.name) +
+           "'";
   }
 
   /// The record's fingerprint: the CRC its frame carries (of its offset and encoding). The

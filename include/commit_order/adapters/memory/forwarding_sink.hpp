@@ -260,6 +260,10 @@ class forwarding_sink : public detail::forwarded_key<std::remove_reference_t<Inn
   std::string bound_table() const requires table_bound_sink<sink_type> {
     return inner().bound_table();
   }
+  /// The database of the wrapped sink's table.
+  std::string bound_database() const requires database_bound_sink<sink_type> {
+    return inner().bound_database();
+  }
 
   // ---- progress and limits (watermarked_sink, runtime_limited_sink) ---------------------------
 

@@ -445,6 +445,12 @@ class connection final {
   }
 
   [[nodiscard]] PGconn* get() const noexcept { return conn_.get(); }
+
+  /// The database this connection is to, as libpq resolved it (empty while disconnected).
+  [[nodiscard]] std::string database_name() const {
+    const char* d = conn_ ? PQdb(conn_.get()) : nullptr;
+    return d == nullptr ? std::string() : std::string(d);
+  }
   [[nodiscard]] const connection_options& options() const noexcept { return options_; }
 
  private:

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -67,6 +68,8 @@ class position_store final {
   /// position_bound_elsewhere when the row vouches for another table or source than a bound
   /// store (see bind_to).
   [[nodiscard]] std::optional<position> load(partition_id k) const {
+    if (!bound_to_.empty())
+      reserve(k);
     const result r = load_row(k);
     if (r.rows() == 0)
       return std::nullopt;
@@ -91,9 +94,10 @@ class position_store final {
     if (r.rows() != 1) {
       const result row = load_row(k);
       const epoch owner = row.rows() == 0 ? epoch{0} : epoch{row.integer(0, 1)};
-      // A row bound to something else is another consumer's, whatever its epoch: that is the
-      // blame (not a fencing, which says a newer copy of this consumer took over).
-      if (row.rows() != 0)
+      // A row bound to something else than a bound store's is another consumer's, whatever its
+      // epoch: that is the blame (not a fencing, which says a newer copy of this consumer took
+      // over). An unbound store can tell only when the epoch is its own.
+      if (row.rows() != 0 && (!bound_to_.empty() || owner == epoch{0}))
         check_binding(k, row);
       throw fenced(epoch{0}, owner, k);
     }
@@ -107,12 +111,22 @@ class position_store final {
   /// unbound: it adopts an unbound row and refuses a bound one.
   /// What is bound already stays where the pipeline names less (a wrapper of the sink that
   /// names no table).
-  void bind_to(const std::string& table, const std::string& identity) {
-    if (!table.empty())
+  /// A store bound to nothing that kept the default stream is refused (std::invalid_argument):
+  /// a second consumer of the database that kept the defaults too would share its position.
+  void bind_to(const std::string& table, const std::string& identity,
+               const std::string& database = {}) {
+    if (!table.empty()) {
       data_table_ = table;
-    if (data_table_.empty() && identity.empty())
+      // The sink's table in another database than the positions: the binding names it.
+      db_.ensure();
+      data_database_ = database == db_.database_name() ? std::string() : database;
+    }
+    if (data_table_.empty() && identity.empty()) {
+      if (options_.stream == store_options{}.stream) [[unlikely]]
+        throw_unbound_default();
       return;
-    bound_to_ = detail::bound_to_with_source(data_table_, identity);
+    }
+    bound_to_ = detail::bound_to_with_source(data_table_, identity, data_database_);
   }
 
   // The same for a single-partition stream: partition 0.
@@ -124,6 +138,24 @@ class position_store final {
   [[nodiscard]] connection& database() noexcept { return db_; }
 
  private:
+  void reserve(partition_id k) const {
+    std::string part;
+    detail::append_integer(part, k.value());
+    const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str(),
+                            bound_to_.c_str()};
+    db_.ensure();
+    (void)db_.exec_prepared(detail::position_sql::reserve, 4, values);
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_unbound_default() const {
+    throw std::invalid_argument(detail::concat(
+        "commit_order::postgres: a position store with the default stream \"default\" vouches "
+        "for nothing: the pipeline's sink names no table (a sink of your own, or a wrapper of a "
+        "PostgreSQL sink) and its source no identity, so a second consumer of this database "
+        "that kept the defaults too would share its position in ",
+        options_.position_table, " -- name this consumer in store_options::stream"));
+  }
+
   result load_row(partition_id k) const {
     std::string part;
     detail::append_integer(part, k.value());
@@ -137,6 +169,8 @@ class position_store final {
     if (row.is_null(0, 2))
       return;
     const std::string held(row.text(0, 2));
+    // Exactly the store's: its write changes only such a row (store_bound), so a row it read
+    // and could not write would be fenced at every commit.
     if (held != bound_to_) [[unlikely]]
       throw_bound_elsewhere(k, held);
   }
@@ -157,8 +191,9 @@ class position_store final {
 
   mutable connection db_;
   store_options options_;
-  std::string data_table_;  ///< the sink's table the positions vouch for (bind_to)
-  std::string bound_to_;    ///< what the positions vouch for (bind_to); empty: unbound
+  std::string data_table_;     ///< the sink's table the positions vouch for (bind_to)
+  std::string data_database_;  ///< its database, when it is not the positions' own
+  std::string bound_to_;       ///< what the positions vouch for (bind_to); empty: unbound
   std::size_t commits_ = 0;
 };
 

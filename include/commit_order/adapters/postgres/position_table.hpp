@@ -53,6 +53,7 @@ struct position_sql final {
   static constexpr const char* fence = "co_position_fence";
   static constexpr const char* store = "co_position_store";
   static constexpr const char* store_bound = "co_position_store_bound";
+  static constexpr const char* reserve = "co_position_reserve";
   static constexpr const char* count = "co_stream_count";
   static constexpr const char* era = "co_stream_era";
   static constexpr const char* bump_era = "co_stream_bump_era";
@@ -153,6 +154,14 @@ struct position_sql final {
                       " DO UPDATE SET position = excluded.position, bound_to = excluded.bound_to"
                       " WHERE t.owner_epoch = excluded.owner_epoch AND (t.bound_to IS NULL OR"
                       " t.bound_to IS NOT DISTINCT FROM excluded.bound_to) RETURNING 1"));
+    // A bound store reserves its row when it first reads it: a second consumer that starts at
+    // the same time is refused at its own read, before it writes a row (a reservation holds no
+    // position, and changes no row that exists).
+    db.prepare(reserve,
+               concat("INSERT INTO ", p,
+                      " (stream, topic, \"partition\", position, owner_epoch, bound_to)"
+                      " VALUES ($1, $2, $3, NULL, 0, $4) ON CONFLICT (stream, topic, \"partition\")"
+                      " DO NOTHING"));
   }
 };
 

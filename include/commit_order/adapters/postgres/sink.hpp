@@ -345,6 +345,10 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// server resolves it: a position store of the pipeline is bound to it too.
   [[nodiscard]] const std::string& bound_table() const noexcept { return table_; }
 
+  /// The database of that table (database_bound_sink), as the connection names it: a position
+  /// store connected to another database names it in its binding.
+  [[nodiscard]] std::string bound_database() const { return db_.database_name(); }
+
   // ---- rows ----------------------------------------------------------------------------------
 
   /// The row of one record of partition `k`. Inside a transaction it is buffered and sent at
@@ -647,7 +651,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     if (r.is_null(0, column))
       return;
     const std::string held(r.text(0, column));
-    if (held != bound_to()) [[unlikely]]
+    if (!detail::binding_holds(held, bound_to())) [[unlikely]]
       throw_bound_elsewhere(k, held);
   }
 

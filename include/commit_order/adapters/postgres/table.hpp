@@ -174,6 +174,7 @@ concept describes_table = adapters::detail::names_layout_parts<D> &&
 
 namespace detail {
 
+using adapters::detail::binding_holds;
 using adapters::detail::bound_to_with_source;
 using adapters::detail::column_list;
 using adapters::detail::quote_identifier;

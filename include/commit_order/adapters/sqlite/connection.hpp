@@ -524,6 +524,13 @@ class connection final {
   }
   [[nodiscard]] sqlite3* get() const noexcept { return db_.get(); }
 
+  /// The main database's file, as SQLite resolved it (absolute); empty for a temporary or
+  /// in-memory database.
+  [[nodiscard]] std::string file_name() const {
+    const char* f = sqlite3_db_filename(db_.get(), "main");
+    return f == nullptr ? std::string() : std::string(f);
+  }
+
  private:
   connection(const std::filesystem::path& file, connection_options options) {
     const std::string name = file.string();

@@ -95,6 +95,11 @@ class position_store final {
   void bind_to(const std::string& table, const std::string& identity) {
     positions_->bind(table, identity);
   }
+  /// The same, with the sink's database file: a table in another file than the store's is
+  /// bound as that file's (two files' tables of one name never share a position).
+  void bind_to(const std::string& table, const std::string& identity, const std::string& database) {
+    positions_->bind(table, identity, database);
+  }
 
   // The same for a single-partition stream: partition 0.
   [[nodiscard]] std::optional<position> load() const { return load(partition_id{0}); }

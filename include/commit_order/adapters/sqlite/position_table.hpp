@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -94,7 +95,14 @@ class position_table final {
         " excluded.position, bound_to = excluded.bound_to WHERE ",
         table_, ".owner_epoch = excluded.owner_epoch AND (", table_, ".bound_to IS NULL OR ",
         table_, ".bound_to IS excluded.bound_to)")));
-    for (statement* s : {&*load_, &*store_, &*store_bound_, &*claim_, &*claim_next_}) {
+    // A bound store reserves its row when it first reads it: a second consumer that starts at
+    // the same time is refused at its own read, before it writes a row (a reservation holds no
+    // position, and changes no row that exists).
+    reserve_.emplace(db.prepare(concat(
+        "INSERT INTO ", table_,
+        " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3,"
+        " NULL, 0, ?4) ON CONFLICT (stream, topic, \"partition\") DO NOTHING")));
+    for (statement* s : {&*load_, &*store_, &*store_bound_, &*claim_, &*claim_next_, &*reserve_}) {
       s->bind(1, stream_);
       s->bind(2, topic_);
     }
@@ -137,6 +145,12 @@ class position_table final {
   /// adopted (a row written before positions were bound), and bound at the next store_bound.
   /// An unbound store reads any row (it has nothing to compare), and cannot write a bound one.
   [[nodiscard]] std::optional<position> load_bound(partition_id k) {
+    if (!bound_to_.empty()) {
+      statement& r = *reserve_;
+      reset_on_exit reset(r);
+      r.bind(3, k.value());
+      r.step();
+    }
     return load_bound(k, !bound_to_.empty());
   }
 
@@ -153,9 +167,11 @@ class position_table final {
       s.step();
     }
     if (db_->changes() != 1) [[unlikely]] {
-      // A row bound to something else is another consumer's, whatever its epoch: that is the
-      // blame (not a fencing, which says a newer copy of this consumer took over).
-      (void)load_bound(k, true);
+      // A row bound to something else than a bound store's is another consumer's, whatever its
+      // epoch: that is the blame (not a fencing, which says a newer copy of this consumer took
+      // over). An unbound store can tell only when the epoch is its own.
+      if (!bound_to_.empty() || load(k).owner == e)
+        (void)load_bound(k, true);
       throw_fenced(k, e);
     }
   }
@@ -168,6 +184,8 @@ class position_table final {
     if (!s.step())
       return std::nullopt;
     if (check && !s.column_is_null(2)) {
+      // Exactly the store's: its write changes only such a row (store_bound_), so a row it
+      // read and could not write would be fenced at every commit.
       const std::string held = s.column_text(2);
       if (held != bound_to_) [[unlikely]]
         throw_bound_elsewhere(k, held);
@@ -222,14 +240,25 @@ class position_table final {
   /// told neither stays unbound, and refuses only rows bound to something.
   /// What is bound already stays: a store made from a sink keeps that sink's table when a
   /// pipeline over a wrapper of the sink names none.
-  void bind(std::string_view table, std::string_view identity) {
-    if (!table.empty())
+  /// A store bound to nothing that kept the default stream is refused: a second consumer of
+  /// the database that kept the defaults too would share its position.
+  void bind(std::string_view table, std::string_view identity, std::string_view database = {}) {
+    if (!table.empty()) {
       data_table_ = std::string(table);
-    if (data_table_.empty() && identity.empty())
+      // The sink's table in another file than the positions: the binding names that file.
+      data_database_ = database == db_->file_name() ? std::string() : std::string(database);
+    }
+    if (data_table_.empty() && identity.empty()) {
+      if (stream_ == default_stream) [[unlikely]]
+        throw_unbound_default();
       return;
-    bound_to_ = bound_to_with_source(data_table_, identity);
+    }
+    bound_to_ = bound_to_with_source(data_table_, identity, data_database_);
     bind_binding();
   }
+
+  /// The stream of a consumer that names none: store_options' and sink_options' default.
+  static constexpr std::string_view default_stream = "default";
 
   /// Binds the claims to the source the positions are read from too (its identity), as well as
   /// to the data table. Outside a claim; a table without a binding (a store's) ignores it.
@@ -241,6 +270,17 @@ class position_table final {
   }
 
  private:
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_unbound_default() const {
+    throw std::invalid_argument(concat(
+        "commit_order::sqlite: a position store with the default stream \"default\" vouches "
+        "for nothing: the pipeline's sink names no table (a sink of your own, or a wrapper of a "
+        "SQLite sink) and its source no identity, so a second consumer of this database that "
+        "kept the defaults too would share its position in ",
+        table_,
+        " -- name this consumer in store_options::stream, or make the store from the SQLite "
+        "sink (position_store(sink))"));
+  }
+
   [[noreturn, gnu::cold, gnu::noinline]] void throw_fenced(partition_id k, epoch e) {
     throw fenced(e, load(k).owner, k);
   }
@@ -251,10 +291,12 @@ class position_table final {
       claim_->bind_null(5);
       claim_next_->bind_null(4);
       store_bound_->bind_null(6);
+      reserve_->bind_null(4);
     } else {
       claim_->bind(5, bound_to_);
       claim_next_->bind(4, bound_to_);
       store_bound_->bind(6, bound_to_);
+      reserve_->bind(4, bound_to_);
     }
   }
 
@@ -264,7 +306,7 @@ class position_table final {
     if (bound_to_.empty() || s.column_is_null(column))
       return;
     const std::string held = s.column_text(column);
-    if (held != bound_to_) [[unlikely]]
+    if (!binding_holds(held, bound_to_)) [[unlikely]]
       throw_bound_elsewhere(k, held);
   }
 
@@ -286,7 +328,7 @@ class position_table final {
       throw commit_order::error(
           concat("commit_order::sqlite: the position table '", table,
                  "' has no column 'bound_to' (it was written before positions were bound to their "
-                 "table, and create_tables is off); add it with: ",
+                 "table, and create_tables, or store_options::create_table, is off); add it with: ",
                  add));
     // Two sinks opening at once: the second waits for the first's write lock, then finds the
     // column there.
@@ -306,10 +348,12 @@ class position_table final {
   std::string topic_;
   std::string table_;
   std::string data_table_;
+  std::string data_database_;  ///< the data table's file, when it is not the positions' own
   std::string bound_to_;
   std::optional<statement> load_;
   std::optional<statement> store_;
   std::optional<statement> store_bound_;
+  std::optional<statement> reserve_;
   std::optional<statement> claim_;
   std::optional<statement> claim_next_;
 };

@@ -365,6 +365,10 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// position store of the pipeline is bound to it too.
   [[nodiscard]] std::string bound_table() const { return std::string(D::name); }
 
+  /// The database file of that table (database_bound_sink): a position store in another file
+  /// names it in its binding.
+  [[nodiscard]] std::string bound_database() const { return db_.file_name(); }
+
   /// The epoch of the last claim of partition `k` whose transaction committed.
   [[nodiscard]] std::optional<epoch> claimed_epoch(partition_id k = partition_id{0}) const {
     for (const auto& [partition, e] : claims_)

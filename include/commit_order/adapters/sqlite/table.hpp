@@ -146,6 +146,7 @@ concept describes_table = detail::names_table_parts<D> && is_key_columns<typenam
 
 namespace detail {
 
+using adapters::detail::binding_holds;
 using adapters::detail::bound_to_with_source;
 using adapters::detail::quote_identifier;
 
