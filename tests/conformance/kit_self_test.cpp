@@ -208,8 +208,9 @@ class collapsing_sink {
       if (std::find(seen.begin(), seen.end(), e.id) != seen.end())
         continue;  // the defect: a later row of the same key is dropped
       seen.push_back(e.id);
+      const std::int64_t id = e.id;  // (clang 14 cannot capture a structured binding)
       rows_.erase(std::remove_if(rows_.begin(), rows_.end(),
-                                 [&](const auto& r) { return r.second.id == e.id; }),
+                                 [&](const auto& r) { return r.second.id == id; }),
                   rows_.end());
       rows_.emplace_back(o, e);
     }
