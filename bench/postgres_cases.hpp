@@ -100,13 +100,13 @@ inline void seed(const std::string& conninfo, const std::string& schema) {
   a.exec(
       "CREATE TABLE commit_order_positions (stream TEXT NOT NULL, topic TEXT NOT NULL,"
       " \"partition\" INTEGER NOT NULL, position BIGINT, owner_epoch BIGINT NOT NULL DEFAULT 0,"
-      " bound_to TEXT, PRIMARY KEY (stream, topic, \"partition\"));"
+      " bound_to TEXT, fingerprint BIGINT, PRIMARY KEY (stream, topic, \"partition\"));"
       " CREATE TABLE commit_order_streams (stream TEXT NOT NULL, topic TEXT NOT NULL, era BIGINT"
       " NOT NULL DEFAULT 0, partition_count INTEGER, PRIMARY KEY (stream, topic))");
   a.exec("INSERT INTO orders_flat SELECT i, 100 + i % 97, i, 1, 0, i FROM generate_series(0, " +
          std::to_string(orders - 1) + ") AS i");
   a.exec("INSERT INTO commit_order_positions VALUES ('orders', 'default', 0, " +
-         std::to_string(orders) + ", 0)");
+         std::to_string(orders) + ", 0, NULL, NULL)");
   a.exec("VACUUM ANALYZE orders_flat");
 }
 
@@ -169,10 +169,11 @@ class handwritten_case final {
             "UPDATE");
     prepare("co_position_store",
             "INSERT INTO \"commit_order_positions\" AS t (stream, topic, \"partition\", "
-            "position, owner_epoch) SELECT $1, $2, u.k, u.p, u.e FROM unnest($3::integer[], "
-            "$4::bigint[], $5::bigint[]) AS u(k, p, e) ON CONFLICT (stream, topic, "
-            "\"partition\") DO UPDATE SET position = excluded.position WHERE t.owner_epoch = "
-            "excluded.owner_epoch RETURNING \"partition\"");
+            "position, owner_epoch, fingerprint) SELECT $1, $2, u.k, u.p, u.e, u.f FROM "
+            "unnest($3::integer[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u(k, p, e, f) ON "
+            "CONFLICT (stream, topic, \"partition\") DO UPDATE SET position = excluded.position, "
+            "fingerprint = excluded.fingerprint WHERE t.owner_epoch = excluded.owner_epoch "
+            "RETURNING \"partition\"");
     // The claim binds the row to the data table and returns the binding it holds.
     prepare("co_position_claim_next",
             "INSERT INTO \"commit_order_positions\" AS t (stream, topic, \"partition\", "
@@ -244,15 +245,15 @@ class handwritten_case final {
     const std::int64_t next = records[n - 1].source_offset.value() + 1;
     position_array_ = "{" + std::to_string(next) + "}";
     const char* fence[] = {"orders", "default", "{0}"};
-    const char* store[] = {"orders", "default", "{0}", position_array_.c_str(),
-                           epoch_array_.c_str()};
+    const char* store[] = {
+        "orders", "default", "{0}", position_array_.c_str(), epoch_array_.c_str(), "{NULL}"};
 
     // One round trip: BEGIN, the fence, the rows, the position.
     PQenterPipelineMode(conn_.get());
     PQsendQueryParams(conn_.get(), "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0);
     PQsendQueryPrepared(conn_.get(), "co_position_fence", 3, fence, nullptr, nullptr, 0);
     PQsendQueryPrepared(conn_.get(), "co_write", 6, values, nullptr, nullptr, 0);
-    PQsendQueryPrepared(conn_.get(), "co_position_store", 5, store, nullptr, nullptr, 0);
+    PQsendQueryPrepared(conn_.get(), "co_position_store", 6, store, nullptr, nullptr, 0);
     PQpipelineSync(conn_.get());
     const pg::result begun = next_result();
     const pg::result fenced = next_result();

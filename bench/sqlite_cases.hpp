@@ -97,7 +97,7 @@ inline constexpr const char* create_partition_index =
 inline constexpr const char* create_positions =
     "CREATE TABLE IF NOT EXISTS \"commit_order_positions\" (stream TEXT NOT NULL, topic TEXT NOT "
     "NULL, \"partition\" INTEGER NOT NULL, position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT "
-    "0, bound_to TEXT, PRIMARY KEY (stream, topic, \"partition\"))";
+    "0, bound_to TEXT, fingerprint INTEGER, PRIMARY KEY (stream, topic, \"partition\"))";
 inline constexpr const char* create_claims =
     "CREATE TABLE IF NOT EXISTS \"commit_order_claims\" (stream TEXT NOT NULL, topic TEXT NOT "
     "NULL, \"partition\" INTEGER NOT NULL, owner_epoch INTEGER NOT NULL, owner_member TEXT, "
@@ -123,10 +123,10 @@ inline constexpr const char* load_position =
     "topic = ?2 AND \"partition\" = ?3";
 // Fenced: the write only lands while the row's owner epoch is the writer's.
 inline constexpr const char* store_position =
-    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch) "
-    "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET "
-    "position = excluded.position WHERE \"commit_order_positions\".owner_epoch = "
-    "excluded.owner_epoch";
+    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch, "
+    "fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (stream, topic, \"partition\") DO "
+    "UPDATE SET position = excluded.position, fingerprint = excluded.fingerprint WHERE "
+    "\"commit_order_positions\".owner_epoch = excluded.owner_epoch";
 // A position store's first read reserves the row for the data table (it changes no row that
 // exists), so a second consumer started at the same time is refused at its own read.
 inline constexpr const char* reserve_position =
@@ -505,6 +505,7 @@ struct raw_positions {
     sqlite3_bind_int64(s, 3, 0);
     sqlite3_bind_int64(s, 4, position);
     sqlite3_bind_int64(s, 5, epoch);
+    sqlite3_bind_null(s, 6);  // no fingerprint: a single-partition source has none to give
     store.run();
     if (sqlite3_changes(db) != 1) [[unlikely]]
       throw std::runtime_error("sqlite_bench: fenced: another owner holds the position row");

@@ -345,6 +345,31 @@ concept fingerprint_store = requires(S& s, position p, std::uint64_t f) {
   { s.load_fingerprint() } -> std::same_as<std::optional<std::uint64_t>>;
 };
 
+/// A partitioned source that can tell one record from another at the same offset of a
+/// partition (a topic deleted and recreated under the same name reuses every offset):
+/// `keep_fingerprints()` (from then on each record polled has one), `fingerprint(record)` (of a
+/// record of the last poll), and `expect_before(k, p, f)`: the next start of partition `k` at
+/// `p` first reads the record at `p - 1` and, when it is there and its fingerprint is not `f`,
+/// fails with `offset_reused` instead of reading on (the record itself is never handed out).
+template <class S>
+concept partition_fingerprinted_source = partitioned_source<S> &&
+    requires(S& s, const source_record_t<S>& r, partition_id k, position p, std::uint64_t f) {
+  s.keep_fingerprints();
+  { s.fingerprint(r) } -> std::same_as<std::uint64_t>;
+  s.expect_before(k, p, f);
+};
+
+/// A fencing sink that keeps, beside each partition's position, the fingerprint of the record
+/// the position was stored after: `store_position(k, p, e, f)`, and `claimed_fingerprint()`,
+/// the one stored with the position the last `claim` or `claim_next` returned (none when it
+/// was stored without one).
+template <class S>
+concept fingerprinting_sink = partitioned_fencing_sink<S> &&
+    requires(S& s, const S& cs, partition_id k, position p, epoch e, std::uint64_t f) {
+  s.store_position(k, p, e, f);
+  { cs.claimed_fingerprint() } -> std::same_as<std::optional<std::uint64_t>>;
+};
+
 /// Either kind of store.
 template <class S>
 concept any_position_store = position_store<S> || partitioned_position_store<S>;

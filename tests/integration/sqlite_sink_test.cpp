@@ -667,6 +667,46 @@ TEST_CASE("a position table written before positions were bound gains the bindin
   CHECK(sink.owner_epoch() == co::epoch{2});
 }
 
+TEST_CASE("a SQLite position keeps the fingerprint of the record it follows") {
+  scratch_dir dir;
+  {
+    // The layout before fingerprints.
+    sq::connection db = sq::connection::open_keeping_journal(dir / "db.sqlite");
+    db.exec(
+        "CREATE TABLE commit_order_positions (stream TEXT NOT NULL, topic TEXT NOT NULL,"
+        " \"partition\" INTEGER NOT NULL, position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT"
+        " 0, bound_to TEXT, PRIMARY KEY (stream, topic, \"partition\"));"
+        " INSERT INTO commit_order_positions VALUES ('default', '', 1, 3, 1, NULL)");
+  }
+  CHECK_THROWS_WITH_AS(guarded_t(dir / "db.sqlite", {.create_tables = false}),
+                       doctest::Contains("ADD COLUMN fingerprint INTEGER"), co::error);
+  static_assert(co::fingerprinting_sink<guarded_t>);
+  const co::partition_id k{1};
+  guarded_t sink(dir / "db.sqlite");
+  sink.begin();
+  CHECK(sink.claim(k, co::epoch{2}) == co::position{3});
+  CHECK_FALSE(sink.claimed_fingerprint().has_value());  // the old row: stored without one
+  // The whole 64 bits survive the signed column, the top bit set or not.
+  sink.store_position(k, co::position{9}, co::epoch{2}, 0xfedcba9876543210ULL);
+  sink.commit();
+  sink.begin();
+  CHECK(sink.claim(k, co::epoch{3}) == co::position{9});
+  CHECK(sink.claimed_fingerprint() == 0xfedcba9876543210ULL);
+  // A position stored without one keeps none: the old one is not the record before it.
+  sink.store_position(k, co::position{12}, co::epoch{3});
+  sink.commit();
+  sink.begin();
+  const co::claimed c = sink.claim_next(k);
+  CHECK(c.stored == co::position{12});
+  CHECK_FALSE(sink.claimed_fingerprint().has_value());
+  sink.store_position(k, co::position{13}, c.owner, 42);
+  sink.commit();
+  sink.begin();
+  CHECK(sink.claim_next(k).stored == co::position{13});
+  CHECK(sink.claimed_fingerprint() == 42U);
+  sink.rollback();
+}
+
 TEST_CASE("the SQLite position store commits durably and respects an owner's claim") {
   scratch_dir dir;
   {

@@ -208,6 +208,46 @@ TEST_CASE("a position table written before positions were bound gains the bindin
   CHECK(sink.owner_epoch() == co::epoch{2});
 }
 
+TEST_CASE("a PostgreSQL position keeps the fingerprint of the record it follows") {
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_fingerprint");
+  // A table of the layout before fingerprints: without create_tables the sink says what to run.
+  client(conninfo(), schema)
+      .exec(
+          "CREATE TABLE commit_order_positions (stream TEXT NOT NULL, topic TEXT NOT NULL,"
+          " \"partition\" INTEGER NOT NULL, position BIGINT, owner_epoch BIGINT NOT NULL"
+          " DEFAULT 0, bound_to TEXT, PRIMARY KEY (stream, topic, \"partition\"));"
+          " INSERT INTO commit_order_positions VALUES ('orders', 'default', 1, 3, 1, NULL)");
+  pg::sink_options keep = in_schema(schema);
+  keep.create_tables = false;
+  CHECK_THROWS_WITH_AS(guarded<>(conninfo(), keep),
+                       doctest::Contains("ADD COLUMN fingerprint BIGINT"), co::error);
+  static_assert(co::fingerprinting_sink<guarded<>>);
+  const co::partition_id k{1};
+  guarded<> sink(conninfo(), in_schema(schema));
+  sink.begin();
+  CHECK(sink.claim(k, co::epoch{2}) == co::position{3});
+  CHECK_FALSE(sink.claimed_fingerprint().has_value());  // the old row: stored without one
+  // The whole 64 bits survive the signed column, the top bit set or not.
+  sink.store_position(k, co::position{9}, co::epoch{2}, 0xfedcba9876543210ULL);
+  sink.commit();
+  sink.begin();
+  CHECK(sink.claim(k, co::epoch{3}) == co::position{9});
+  CHECK(sink.claimed_fingerprint() == 0xfedcba9876543210ULL);
+  // A position stored without one keeps none: the old one is not the record before it.
+  sink.store_position(k, co::position{12}, co::epoch{3});
+  sink.commit();
+  sink.begin();
+  const co::claimed c = sink.claim_next(k);
+  CHECK(c.stored == co::position{12});
+  CHECK_FALSE(sink.claimed_fingerprint().has_value());
+  sink.store_position(k, co::position{13}, c.owner, 42);
+  sink.commit();
+  sink.begin();
+  CHECK(sink.claim_next(k).stored == co::position{13});
+  CHECK(sink.claimed_fingerprint() == 42U);
+  sink.rollback();
+}
+
 TEST_CASE("a PostgreSQL position store that vouches for nothing must name its consumer") {
   // A sink of the user's own names no table and a memory log no source: two such consumers of
   // one database with default store options would share one row.

@@ -118,6 +118,12 @@ struct loop_traits final {
   static constexpr bool checks_offsets = !partitioned && !async && facts.uses_position_store &&
                                          fingerprinted_source<source_type> &&
                                          fingerprint_store<typename Config::store_type>;
+  /// Each partition's position is stored in the sink with the fingerprint of the record it
+  /// follows, and a partition resumed there first reads that record again: a topic deleted and
+  /// recreated under its name (every offset reused) is caught instead of read from the middle.
+  static constexpr bool checks_partition_offsets = partitioned && !async && fencing &&
+                                                   partition_fingerprinted_source<source_type> &&
+                                                   fingerprinting_sink<sink_type>;
   static constexpr bool faults_enabled = Config::has_faults;
   /// A non-transactional write followed by a position commit leaves a durable prefix behind a
   /// failed record; the position may cover exactly that prefix.
@@ -230,6 +236,7 @@ class pipeline_impl {
   static constexpr bool group = traits::group;
   static constexpr bool fencing = traits::fencing;
   static constexpr bool checks_offsets = traits::checks_offsets;
+  static constexpr bool checks_partition_offsets = traits::checks_partition_offsets;
   static constexpr bool faults_enabled = traits::faults_enabled;
   static constexpr bool prefix_commit = traits::prefix_commit;
   static constexpr bool per_record_handling = traits::per_record_handling;
@@ -307,6 +314,8 @@ class pipeline_impl {
     if constexpr (async)
       async_.restart();  // what an earlier run handed out has finished or been abandoned
     position first_start{};
+    if constexpr (checks_partition_offsets)
+      source_->keep_fingerprints();
     if constexpr (group) {
       // Partitions come with the assignment, inside poll: nothing of an earlier assignment is
       // trusted (a failed poll may have left it half done), the source re-delivers it.
@@ -481,6 +490,9 @@ class pipeline_impl {
     std::vector<start_at> starts;
     starts.reserve(owned.size());
     std::vector<std::optional<epoch>> owners(owned.size());
+    // The fingerprint stored with each partition's position, checked as the partition starts.
+    [[maybe_unused]] std::vector<std::optional<std::uint64_t>> after(
+        checks_partition_offsets ? owned.size() : 0);
     if constexpr (facts.position_in_sink) {
       sink_->begin();
       try {
@@ -506,6 +518,10 @@ class pipeline_impl {
               const claimed c = sink_claim_next<partitioned>(*sink_, k);
               stored = c.stored;
               owners[i] = c.owner;
+            }
+            if constexpr (checks_partition_offsets) {
+              if (stored)
+                after[i] = sink_->claimed_fingerprint();
             }
           } else {
             stored = sink_load<partitioned>(*sink_, k);
@@ -539,6 +555,13 @@ class pipeline_impl {
     }
     for (std::size_t i = 0; i < starts.size(); ++i)
       take(starts[i], owners[i]);
+    if constexpr (checks_partition_offsets) {
+      // Told before the source starts the partitions there (the seek, or the assignment the
+      // listener's answer becomes).
+      for (std::size_t i = 0; i < starts.size(); ++i)
+        if (after[i] && starts[i].at.value() > 0)
+          source_->expect_before(starts[i].partition, starts[i].at, *after[i]);
+    }
     return starts;
   }
 
@@ -1018,7 +1041,10 @@ class pipeline_impl {
     } else if constexpr (Step == step_kind::store_position) {
       if constexpr (partitioned) {
         for (const start_at& s : unit_ends_) {
-          if constexpr (fencing) {
+          if constexpr (checks_partition_offsets) {
+            sink_->store_position(s.partition, s.at, owner_of(s.partition),
+                                  source_->fingerprint(last_of(first, last, s.partition)));
+          } else if constexpr (fencing) {
             // The epoch this consumer claimed the partition at: a cooperative rebalance keeps
             // it on a partition retained across generations.
             sink_store<partitioned>(*sink_, s.partition, s.at, owner_of(s.partition));
@@ -1047,6 +1073,15 @@ class pipeline_impl {
     // TimedCommitPosition is not run in order: the timer is consulted at every boundary.
     tick();
     fault(fault_point::kind::after_step, Step, Index, 0, unit_end, unit_index);
+  }
+
+  // The unit's last record of partition `k` (the unit holds one).
+  template <class It>
+  static decltype(auto) last_of(It first, It last, partition_id k) {
+    It it = last;
+    while (it != first && partition_of(*(it - 1)) != k)
+      --it;
+    return *(it - 1);
   }
 
   epoch owner_of(partition_id k) const {

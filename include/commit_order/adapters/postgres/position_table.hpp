@@ -6,6 +6,8 @@
 //   CREATE TABLE commit_order_positions (stream TEXT, topic TEXT, "partition" INTEGER,
 //       position BIGINT,                        -- the next offset to read; NULL: claimed only
 //       owner_epoch BIGINT NOT NULL DEFAULT 0,  -- the epoch of the consumer that owns it
+//       bound_to TEXT,                          -- the data table and source it vouches for
+//       fingerprint BIGINT,                     -- of the record the position follows
 //       PRIMARY KEY (stream, topic, "partition"))
 //   CREATE TABLE commit_order_streams (stream TEXT, topic TEXT,
 //       era BIGINT NOT NULL DEFAULT 0,          -- raised by an operator only (bump_era)
@@ -72,46 +74,43 @@ struct position_sql final {
                  p,
                  " (stream TEXT NOT NULL, topic TEXT NOT NULL, \"partition\" INTEGER NOT NULL,"
                  " position BIGINT, owner_epoch BIGINT NOT NULL DEFAULT 0, bound_to TEXT,"
-                 " PRIMARY KEY (stream, topic, \"partition\"));"
-                 // A table written before positions were bound to their data table.
+                 " fingerprint BIGINT, PRIMARY KEY (stream, topic, \"partition\"));"
+                 // A table written before positions were bound to their data table, or before
+                 // they kept the fingerprint of the record they follow.
                  " ALTER TABLE ",
                  p,
-                 " ADD COLUMN IF NOT EXISTS bound_to TEXT;"
+                 " ADD COLUMN IF NOT EXISTS bound_to TEXT, ADD COLUMN IF NOT EXISTS fingerprint"
+                 " BIGINT;"
                  " CREATE TABLE IF NOT EXISTS ",
                  s,
                  " (stream TEXT NOT NULL, topic TEXT NOT NULL, era BIGINT NOT NULL DEFAULT 0,"
                  " partition_count INTEGER, PRIMARY KEY (stream, topic)); COMMIT"));
-    } else if (const result r =
-                   db.exec(concat("SELECT to_regclass('", p,
-                                  "') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute WHERE"
-                                  " attrelid = to_regclass('",
-                                  p, "') AND attname = 'bound_to' AND NOT attisdropped)"));
-               r.rows() == 1 && r.text(0, 0) == "t") {
-      throw commit_order::error(
-          concat("commit_order::postgres: the position table ", p,
-                 " has no column bound_to (it was written before positions were bound to their "
-                 "table, and create_tables is off); add it with: ALTER TABLE ",
-                 p, " ADD COLUMN bound_to TEXT"));
+    } else {
+      require_column(db, p, "bound_to", "TEXT",
+                     "it was written before positions were bound to their table");
+      require_column(db, p, "fingerprint", "BIGINT",
+                     "it was written before positions kept the fingerprint of the record they "
+                     "follow");
     }
     db.prepare(load, concat("SELECT position, owner_epoch, bound_to FROM ", p,
                             " WHERE stream = $1 AND topic = $2 AND \"partition\" = $3"));
     // A claim binds an unbound row to the claimer's data table ($5, $4; NULL for a claimer
     // without one) and returns the binding the row holds after it: the sink refuses another
     // table's (its transaction is rolled back), it never takes it over.
-    db.prepare(claim,
-               concat("INSERT INTO ", p,
-                      " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to)"
-                      " VALUES ($1, $2, $3, NULL, $4, $5) ON CONFLICT (stream, topic,"
-                      " \"partition\") DO UPDATE SET owner_epoch = excluded.owner_epoch,"
-                      " bound_to = COALESCE(t.bound_to, excluded.bound_to)"
-                      " WHERE t.owner_epoch <= excluded.owner_epoch RETURNING position, bound_to"));
+    db.prepare(claim, concat("INSERT INTO ", p,
+                             " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to)"
+                             " VALUES ($1, $2, $3, NULL, $4, $5) ON CONFLICT (stream, topic,"
+                             " \"partition\") DO UPDATE SET owner_epoch = excluded.owner_epoch,"
+                             " bound_to = COALESCE(t.bound_to, excluded.bound_to)"
+                             " WHERE t.owner_epoch <= excluded.owner_epoch"
+                             " RETURNING position, bound_to, fingerprint"));
     db.prepare(claim_next,
                concat("INSERT INTO ", p,
                       " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to)"
                       " VALUES ($1, $2, $3, NULL, 1, $4) ON CONFLICT (stream, topic,"
                       " \"partition\") DO UPDATE SET owner_epoch = t.owner_epoch + 1,"
                       " bound_to = COALESCE(t.bound_to, excluded.bound_to)"
-                      " RETURNING owner_epoch, position, bound_to"));
+                      " RETURNING owner_epoch, position, bound_to, fingerprint"));
     // Locks the position rows of the partitions a transaction stores, in ascending order,
     // before anything else it writes: a concurrent claim waits for it (or it for the claim),
     // and the epochs it reads are the ones its COMMIT will be judged by.
@@ -119,13 +118,15 @@ struct position_sql final {
                              " WHERE stream = $1 AND topic = $2 AND \"partition\" ="
                              " ANY($3::integer[]) ORDER BY \"partition\" FOR UPDATE"));
     // Changes a row only while it is owned at the writer's epoch; RETURNING names the rows it
-    // changed, so a missing partition is a fenced writer.
+    // changed, so a missing partition is a fenced writer. A position is stored with the
+    // fingerprint of the record it follows, or with none.
     db.prepare(store,
                concat("INSERT INTO ", p,
-                      " AS t (stream, topic, \"partition\", position, owner_epoch)"
-                      " SELECT $1, $2, u.k, u.p, u.e FROM unnest($3::integer[],"
-                      " $4::bigint[], $5::bigint[]) AS u(k, p, e) ON CONFLICT (stream,"
-                      " topic, \"partition\") DO UPDATE SET position = excluded.position"
+                      " AS t (stream, topic, \"partition\", position, owner_epoch, fingerprint)"
+                      " SELECT $1, $2, u.k, u.p, u.e, u.f FROM unnest($3::integer[],"
+                      " $4::bigint[], $5::bigint[], $6::bigint[]) AS u(k, p, e, f) ON CONFLICT"
+                      " (stream, topic, \"partition\") DO UPDATE SET position = excluded.position,"
+                      " fingerprint = excluded.fingerprint"
                       " WHERE t.owner_epoch = excluded.owner_epoch RETURNING \"partition\""));
     db.prepare(count, concat("INSERT INTO ", s,
                              " AS t (stream, topic, era, partition_count) VALUES ($1, $2, 0, $3)"
@@ -140,6 +141,21 @@ struct position_sql final {
     db.prepare(
         accept_count,
         concat("UPDATE ", s, " SET partition_count = NULL WHERE stream = $1 AND topic = $2"));
+  }
+
+  // Refuses a position table of an earlier layout that lacks `column` (create_tables is off, so
+  // the sink does not change it): says what to run.
+  static void require_column(connection& db, const std::string& p, std::string_view column,
+                             std::string_view type, std::string_view why) {
+    const result r = db.exec(concat("SELECT to_regclass('", p,
+                                    "') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute"
+                                    " WHERE attrelid = to_regclass('",
+                                    p, "') AND attname = '", column, "' AND NOT attisdropped)"));
+    if (r.rows() == 1 && r.text(0, 0) == "t")
+      throw commit_order::error(concat("commit_order::postgres: the position table ", p,
+                                       " has no column ", column, " (", why,
+                                       ", and create_tables is off); add it with: ALTER TABLE ", p,
+                                       " ADD COLUMN ", column, " ", type));
   }
 
   /// Prepares a position store's write on `db` (after prepare): one partition's row, bound to

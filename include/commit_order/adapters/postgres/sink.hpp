@@ -455,15 +455,19 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// Stages `p` for partition `k` while it is owned at `e`. The check is made as the
   /// transaction commits, on the locked position row, before COMMIT is sent: a stale owner's
   /// commit() throws `fenced`, and nothing of its transaction is committed.
-  void store_position(partition_id k, position p, epoch e) {
-    require_transaction("store_position()");
-    for (std::size_t i = staged_sent_; i < staged_.size(); ++i) {
-      if (staged_[i].k == k) {
-        staged_[i] = staged_position{k, p, e};
-        return;
-      }
-    }
-    staged_.push_back(staged_position{k, p, e});
+  void store_position(partition_id k, position p, epoch e) { stage(k, p, e, std::nullopt); }
+
+  /// The same, with the fingerprint of the record `p` follows (fingerprinting_sink): kept in
+  /// the row, and returned by the next claim of `k`, so that the record can be checked to be
+  /// still the one at `p - 1` (a topic recreated under its name reuses every offset).
+  void store_position(partition_id k, position p, epoch e, std::uint64_t fingerprint) {
+    stage(k, p, e, fingerprint);
+  }
+
+  /// The fingerprint stored with the position the last claim or claim_next returned (none when
+  /// it was stored without one).
+  [[nodiscard]] std::optional<std::uint64_t> claimed_fingerprint() const noexcept {
+    return claimed_fingerprint_;
   }
 
   /// Inside a transaction: makes `e` the owner of partition `k` and returns its stored
@@ -481,6 +485,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     if (r.rows() == 0)
       throw fenced(e, load_row(k).owner, k);
     check_binding(k, r, 1);
+    claimed_fingerprint_ = fingerprint_in(r, 2);
     pending_claims_[k] = e;
     return r.is_null(0, 0) ? std::nullopt : std::optional{position{r.integer(0, 0)}};
   }
@@ -498,6 +503,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
                             bound.c_str()};
     const result r = exec(detail::position_sql::claim_next, 4, values);
     check_binding(k, r, 2);
+    claimed_fingerprint_ = fingerprint_in(r, 3);
     const epoch e{r.integer(0, 0)};
     pending_claims_[k] = e;
     return claimed{e, r.is_null(0, 1) ? std::nullopt : std::optional{position{r.integer(0, 1)}}};
@@ -611,7 +617,26 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     partition_id k;
     position p;
     epoch e;
+    std::optional<std::uint64_t> fingerprint;
   };
+
+  void stage(partition_id k, position p, epoch e, std::optional<std::uint64_t> fingerprint) {
+    require_transaction("store_position()");
+    for (std::size_t i = staged_sent_; i < staged_.size(); ++i) {
+      if (staged_[i].k == k) {
+        staged_[i] = staged_position{k, p, e, fingerprint};
+        return;
+      }
+    }
+    staged_.push_back(staged_position{k, p, e, fingerprint});
+  }
+
+  // The fingerprint column of a claim's answer (stored as the same 64 bits, signed).
+  static std::optional<std::uint64_t> fingerprint_in(const result& r, int column) {
+    if (r.is_null(0, column))
+      return std::nullopt;
+    return static_cast<std::uint64_t>(r.integer(0, column));
+  }
 
   void require_transaction(const char* what) const {
     if (state_ == tx_state::failed)
@@ -815,10 +840,14 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
       position_arrays_[0].add(staged_[i].k.value());
       position_arrays_[1].add(staged_[i].p.value());
       position_arrays_[2].add(staged_[i].e.value());
+      if (staged_[i].fingerprint)
+        position_arrays_[3].add(static_cast<std::int64_t>(*staged_[i].fingerprint));
+      else
+        position_arrays_[3].add_null();
     }
     position_params_[0] = options_.stream.c_str();
     position_params_[1] = options_.topic.c_str();
-    for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t i = 0; i < 4; ++i)
       position_params_[2 + i] = position_arrays_[i].finish();
   }
 
@@ -865,7 +894,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     index += chunks;
     const std::size_t store_at = index;
     if (positions)
-      db_.send_prepared(detail::position_sql::store, 5, position_params_);
+      db_.send_prepared(detail::position_sql::store, 6, position_params_);
     ++stats_.round_trips;
     stats_.write_statements += chunks;
     stats_.rows_sent += sent_.size();
@@ -1184,6 +1213,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   mutable std::size_t staged_sent_ = 0;
   std::map<partition_id, epoch> claimed_;
   std::map<partition_id, epoch> pending_claims_;
+  std::optional<std::uint64_t> claimed_fingerprint_;  // of the last claim's answer
   mutable std::uint64_t absorbed_in_tx_ = 0;
   mutable sink_stats stats_;
   // Scratch, kept between transactions so a steady stream of units allocates nothing new.
@@ -1195,8 +1225,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   mutable std::vector<std::pair<std::int64_t, std::int64_t>> changed_;
   mutable std::vector<detail::array_builder> arrays_;
   mutable std::vector<const char*> params_;
-  mutable detail::array_builder position_arrays_[3];
-  mutable const char* position_params_[5]{};
+  mutable detail::array_builder position_arrays_[4];
+  mutable const char* position_params_[6]{};
 };
 
 /// Idempotent, OffsetGuarded, PartitionScoped, Transactional: fit for every policy, and for a

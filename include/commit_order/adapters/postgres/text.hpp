@@ -102,6 +102,12 @@ class array_builder final {
       text_.push_back(',');
     append_value(text_, value, true);
   }
+  /// A NULL element.
+  void add_null() {
+    if (count_++ != 0)
+      text_.push_back(',');
+    text_.append("NULL");
+  }
   /// The literal, closed; valid until the next clear() or add().
   [[nodiscard]] const char* finish() {
     text_.push_back('}');

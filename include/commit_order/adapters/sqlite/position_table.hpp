@@ -56,7 +56,7 @@ class position_table final {
     check_positions_layout(db, table_, topic_);
     if (create)
       db.exec(positions_definition(table_));
-    add_binding_column(db, table_, create);
+    add_missing_columns(db, table_, create);
     const std::string key = "stream = ?1 AND topic = ?2 AND \"partition\" = ?3";
     load_.emplace(
         db.prepare(concat("SELECT position, owner_epoch, bound_to FROM ", table_, " WHERE ", key)));
@@ -64,9 +64,9 @@ class position_table final {
     // row, which is how it learns it was fenced, inside the transaction it must roll back.
     store_.emplace(db.prepare(concat(
         "INSERT INTO ", table_,
-        " (stream, topic, \"partition\", position, owner_epoch) VALUES (?1, ?2, ?3, ?4, ?5)"
-        " ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET position = excluded.position"
-        " WHERE ",
+        " (stream, topic, \"partition\", position, owner_epoch, fingerprint) VALUES (?1, ?2, ?3,"
+        " ?4, ?5, ?6) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET position ="
+        " excluded.position, fingerprint = excluded.fingerprint WHERE ",
         table_, ".owner_epoch = excluded.owner_epoch")));
     // Raises the epoch or returns nothing: one statement, so no other connection's claim can
     // come between reading the epoch and raising it.
@@ -78,14 +78,14 @@ class position_table final {
         " NULL, ?4, ?5) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch ="
         " excluded.owner_epoch, bound_to = COALESCE(",
         table_, ".bound_to, excluded.bound_to) WHERE ", table_,
-        ".owner_epoch <= excluded.owner_epoch RETURNING position, bound_to")));
+        ".owner_epoch <= excluded.owner_epoch RETURNING position, bound_to, fingerprint")));
     // A fresh claim: one above whatever the row holds (1 for a new row), in one statement.
     claim_next_.emplace(db.prepare(concat(
         "INSERT INTO ", table_,
         " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3,"
         " NULL, 1, ?4) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch = ",
         table_, ".owner_epoch + 1, bound_to = COALESCE(", table_,
-        ".bound_to, excluded.bound_to) RETURNING owner_epoch, position, bound_to")));
+        ".bound_to, excluded.bound_to) RETURNING owner_epoch, position, bound_to, fingerprint")));
     // A position store's write (no claim comes before it): it binds an unbound row to what the
     // store vouches for, and changes no row bound to anything else (NULL matches only NULL).
     store_bound_.emplace(db.prepare(concat(
@@ -125,15 +125,21 @@ class position_table final {
     return row;
   }
 
-  /// Writes `p` for partition `k` while its owner is `e` (or creates the row owned by `e`);
-  /// throws `fenced` when another owner holds it. Changes exactly one row or throws.
-  void store(partition_id k, position p, epoch e) {
+  /// Writes `p` for partition `k` while its owner is `e` (or creates the row owned by `e`),
+  /// with the fingerprint of the record `p` follows (none: the row keeps none); throws `fenced`
+  /// when another owner holds it. Changes exactly one row or throws.
+  void store(partition_id k, position p, epoch e,
+             std::optional<std::uint64_t> fingerprint = std::nullopt) {
     {
       statement& s = *store_;
       reset_on_exit reset(s);
       s.bind(3, k.value());
       s.bind(4, p.value());
       s.bind(5, e.value());
+      if (fingerprint)
+        s.bind(6, static_cast<std::int64_t>(*fingerprint));  // the same 64 bits, as SQLite's
+      else
+        s.bind_null(6);
       s.step();
     }
     if (db_->changes() != 1) [[unlikely]]
@@ -211,6 +217,7 @@ class position_table final {
     if (!s.column_is_null(0))
       stored = position{s.column_int64(0)};
     check_binding(k, s, 1);
+    claimed_fingerprint_ = fingerprint_in(s, 2);
     while (s.step()) {
     }
     return stored;
@@ -227,10 +234,17 @@ class position_table final {
       if (!s.column_is_null(1))
         c.stored = position{s.column_int64(1)};
       check_binding(k, s, 2);
+      claimed_fingerprint_ = fingerprint_in(s, 3);
       while (s.step()) {
       }
     }
     return c;
+  }
+
+  /// The fingerprint stored with the position the last claim or claim_next returned (none when
+  /// it was stored without one, or there was none).
+  [[nodiscard]] std::optional<std::uint64_t> claimed_fingerprint() const noexcept {
+    return claimed_fingerprint_;
   }
 
   [[nodiscard]] const std::string& topic() const noexcept { return topic_; }
@@ -318,23 +332,39 @@ class position_table final {
                " AND topic = ", sql_literal(topic_), " AND bound_to = ", sql_literal(held), ";"));
   }
 
-  // Adds the binding column to a position table written before positions were bound.
-  static void add_binding_column(connection& db, const std::string& quoted, bool create) {
+  static std::optional<std::uint64_t> fingerprint_in(statement& s, int column) {
+    if (s.column_is_null(column))
+      return std::nullopt;
+    return static_cast<std::uint64_t>(s.column_int64(column));
+  }
+
+  // Adds the columns a position table written by an earlier version lacks: bound_to (before
+  // positions were bound to their table) and fingerprint (before a position kept the
+  // fingerprint of the record it follows).
+  static void add_missing_columns(connection& db, const std::string& quoted, bool create) {
+    add_column(db, quoted, create, "bound_to", "TEXT",
+               "it was written before positions were bound to their table");
+    add_column(db, quoted, create, "fingerprint", "INTEGER",
+               "it was written before positions kept the fingerprint of the record they follow");
+  }
+
+  static void add_column(connection& db, const std::string& quoted, bool create,
+                         std::string_view column, std::string_view type, std::string_view why) {
     const std::string_view table = unquoted(quoted);
-    if (!has_table(db, table) || has_column(db, table, "bound_to"))
+    if (!has_table(db, table) || has_column(db, table, column))
       return;
-    const std::string add = concat("ALTER TABLE ", quoted, " ADD COLUMN bound_to TEXT");
+    const std::string add = concat("ALTER TABLE ", quoted, " ADD COLUMN ", column, " ", type);
     if (!create)
-      throw commit_order::error(
-          concat("commit_order::sqlite: the position table '", table,
-                 "' has no column 'bound_to' (it was written before positions were bound to their "
-                 "table, and create_tables, or store_options::create_table, is off); add it with: ",
-                 add));
+      throw commit_order::error(concat("commit_order::sqlite: the position table '", table,
+                                       "' has no column '", column, "' (", why,
+                                       ", and create_tables, or store_options::create_table, is "
+                                       "off); add it with: ",
+                                       add));
     // Two sinks opening at once: the second waits for the first's write lock, then finds the
     // column there.
     db.exec("BEGIN IMMEDIATE");
     try {
-      if (!has_column(db, table, "bound_to"))
+      if (!has_column(db, table, column))
         db.exec(add);
       db.exec("COMMIT");
     } catch (...) {
@@ -356,6 +386,7 @@ class position_table final {
   std::optional<statement> reserve_;
   std::optional<statement> claim_;
   std::optional<statement> claim_next_;
+  std::optional<std::uint64_t> claimed_fingerprint_;
 };
 
 /// The record of every claim of one (stream, topic): partition, epoch, member, time. Written in

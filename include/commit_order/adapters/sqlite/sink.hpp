@@ -335,6 +335,20 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     positions_->store(k, p, e);
   }
 
+  /// The same, with the fingerprint of the record `p` follows (fingerprinting_sink): kept in
+  /// the row, and returned by the next claim of `k`, so that the record can be checked to be
+  /// still the one at `p - 1` (a topic recreated under its name reuses every offset).
+  void store_position(partition_id k, position p, epoch e, std::uint64_t fingerprint) {
+    require_transaction("store_position()");
+    positions_->store(k, p, e, fingerprint);
+  }
+
+  /// The fingerprint stored with the position the last claim or claim_next returned (none when
+  /// it was stored without one).
+  [[nodiscard]] std::optional<std::uint64_t> claimed_fingerprint() const noexcept {
+    return positions_->claimed_fingerprint();
+  }
+
   /// Inside a transaction: makes `e` the owner of partition `k` and returns its stored
   /// position; throws `fenced` when a newer owner holds it. Later store_position(k, p) calls
   /// use `e`.
