@@ -100,13 +100,14 @@ inline void seed(const std::string& conninfo, const std::string& schema) {
   a.exec(
       "CREATE TABLE commit_order_positions (stream TEXT NOT NULL, topic TEXT NOT NULL,"
       " \"partition\" INTEGER NOT NULL, position BIGINT, owner_epoch BIGINT NOT NULL DEFAULT 0,"
-      " bound_to TEXT, fingerprint BIGINT, PRIMARY KEY (stream, topic, \"partition\"));"
+      " bound_to TEXT, fingerprint BIGINT, fingerprint_position BIGINT, PRIMARY KEY (stream, "
+      "topic, \"partition\"));"
       " CREATE TABLE commit_order_streams (stream TEXT NOT NULL, topic TEXT NOT NULL, era BIGINT"
       " NOT NULL DEFAULT 0, partition_count INTEGER, PRIMARY KEY (stream, topic))");
   a.exec("INSERT INTO orders_flat SELECT i, 100 + i % 97, i, 1, 0, i FROM generate_series(0, " +
          std::to_string(orders - 1) + ") AS i");
   a.exec("INSERT INTO commit_order_positions VALUES ('orders', 'default', 0, " +
-         std::to_string(orders) + ", 0, NULL, NULL)");
+         std::to_string(orders) + ", 0)");
   a.exec("VACUUM ANALYZE orders_flat");
 }
 
@@ -169,18 +170,19 @@ class handwritten_case final {
             "UPDATE");
     prepare("co_position_store",
             "INSERT INTO \"commit_order_positions\" AS t (stream, topic, \"partition\", "
-            "position, owner_epoch, fingerprint) SELECT $1, $2, u.k, u.p, u.e, u.f FROM "
-            "unnest($3::integer[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u(k, p, e, f) ON "
-            "CONFLICT (stream, topic, \"partition\") DO UPDATE SET position = excluded.position, "
-            "fingerprint = excluded.fingerprint WHERE t.owner_epoch = excluded.owner_epoch "
-            "RETURNING \"partition\"");
+            "position, owner_epoch, fingerprint, fingerprint_position) SELECT $1, $2, u.k, u.p, "
+            "u.e, u.f, u.p FROM unnest($3::integer[], $4::bigint[], $5::bigint[], $6::bigint[]) "
+            "AS u(k, p, e, f) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET position = "
+            "excluded.position, fingerprint = excluded.fingerprint, fingerprint_position = "
+            "excluded.fingerprint_position WHERE t.owner_epoch = excluded.owner_epoch RETURNING "
+            "\"partition\"");
     // The claim binds the row to the data table and returns the binding it holds.
     prepare("co_position_claim_next",
             "INSERT INTO \"commit_order_positions\" AS t (stream, topic, \"partition\", "
             "position, owner_epoch, bound_to) VALUES ($1, $2, $3, NULL, 1, $4) ON CONFLICT "
             "(stream, topic, \"partition\") DO UPDATE SET owner_epoch = t.owner_epoch + 1, "
             "bound_to = COALESCE(t.bound_to, excluded.bound_to) RETURNING owner_epoch, "
-            "position, bound_to");
+            "position, bound_to, CASE WHEN fingerprint_position = position THEN fingerprint END");
     prepare("co_write",
             "INSERT INTO \"orders_flat\" AS t (\"order_id\", \"customer_id\", \"total_cents\", "
             "\"event_seq\", \"source_partition\", \"source_offset\") SELECT * FROM "

@@ -97,7 +97,8 @@ inline constexpr const char* create_partition_index =
 inline constexpr const char* create_positions =
     "CREATE TABLE IF NOT EXISTS \"commit_order_positions\" (stream TEXT NOT NULL, topic TEXT NOT "
     "NULL, \"partition\" INTEGER NOT NULL, position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT "
-    "0, bound_to TEXT, fingerprint INTEGER, PRIMARY KEY (stream, topic, \"partition\"))";
+    "0, bound_to TEXT, fingerprint INTEGER, fingerprint_position INTEGER, PRIMARY KEY (stream, "
+    "topic, \"partition\"))";
 inline constexpr const char* create_claims =
     "CREATE TABLE IF NOT EXISTS \"commit_order_claims\" (stream TEXT NOT NULL, topic TEXT NOT "
     "NULL, \"partition\" INTEGER NOT NULL, owner_epoch INTEGER NOT NULL, owner_member TEXT, "
@@ -124,8 +125,9 @@ inline constexpr const char* load_position =
 // Fenced: the write only lands while the row's owner epoch is the writer's.
 inline constexpr const char* store_position =
     "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch, "
-    "fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (stream, topic, \"partition\") DO "
-    "UPDATE SET position = excluded.position, fingerprint = excluded.fingerprint WHERE "
+    "fingerprint, fingerprint_position) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?4) ON CONFLICT (stream, "
+    "topic, \"partition\") DO UPDATE SET position = excluded.position, fingerprint = "
+    "excluded.fingerprint, fingerprint_position = excluded.fingerprint_position WHERE "
     "\"commit_order_positions\".owner_epoch = excluded.owner_epoch";
 // A position store's first read reserves the row for the data table (it changes no row that
 // exists), so a second consumer started at the same time is refused at its own read.
@@ -151,7 +153,7 @@ inline constexpr const char* claim_next =
     "bound_to) VALUES (?1, ?2, ?3, NULL, 1, ?4) ON CONFLICT (stream, topic, \"partition\") DO "
     "UPDATE SET owner_epoch = \"commit_order_positions\".owner_epoch + 1, bound_to = "
     "COALESCE(\"commit_order_positions\".bound_to, excluded.bound_to) RETURNING owner_epoch, "
-    "position, bound_to";
+    "position, bound_to, CASE WHEN fingerprint_position IS position THEN fingerprint END";
 // What the sink's position rows vouch for: its data table.
 inline constexpr const char* bound_to = "'orders_flat'";
 // Who claimed what, when: written in the claim's transaction.
@@ -407,6 +409,8 @@ inline sqlite3* position_table(raw_connection& c) {
   check_layout(c, "commit_order_positions", "partition");
   c.exec(sql::create_positions);
   check_layout(c, "commit_order_positions", "bound_to");
+  check_layout(c, "commit_order_positions", "fingerprint");
+  check_layout(c, "commit_order_positions", "fingerprint_position");
   return c.get();
 }
 

@@ -345,19 +345,21 @@ concept fingerprint_store = requires(S& s, position p, std::uint64_t f) {
   { s.load_fingerprint() } -> std::same_as<std::optional<std::uint64_t>>;
 };
 
-/// A partitioned source that can tell one record from another at the same offset of a
-/// partition (a topic deleted and recreated under the same name reuses every offset):
-/// `keep_fingerprints()` (from then on each record polled has one), `fingerprint(record)` (of a
-/// record of the last poll), and `expect_before(k, p, f)`: the next start of partition `k` at
-/// `p` first reads the record at `p - 1` and, when it is there and its fingerprint is not `f`,
-/// fails with `offset_reused` instead of reading on (the record itself is never handed out).
+/// A source that can tell one record from another at the same offset (a topic deleted and
+/// recreated under its name reuses every offset): `keep_fingerprints()` (from then on each
+/// record polled has one), `fingerprint(record)` (of a record of the last poll), and
+/// `expect_before(k, p, f)` — `expect_before(p, f)` for a single-partition source: the next
+/// start of partition `k` at `p` first reads the record at `p - 1` and, when it is there and its
+/// fingerprint is not `f`, fails with `offset_reused` instead of reading on (the record itself
+/// is never handed out).
 template <class S>
-concept partition_fingerprinted_source = partitioned_source<S> &&
-    requires(S& s, const source_record_t<S>& r, partition_id k, position p, std::uint64_t f) {
+concept fingerprinted_start_source = requires(S& s, const source_record_t<S>& r) {
   s.keep_fingerprints();
   { s.fingerprint(r) } -> std::same_as<std::uint64_t>;
-  s.expect_before(k, p, f);
-};
+}
+&&(partitioned_source<S>
+       ? requires(S& s, partition_id k, position p, std::uint64_t f) { s.expect_before(k, p, f); }
+       : requires(S& s, position p, std::uint64_t f) { s.expect_before(p, f); });
 
 /// A fencing sink that keeps, beside each partition's position, the fingerprint of the record
 /// the position was stored after: `store_position(k, p, e, f)`, and `claimed_fingerprint()`,

@@ -121,9 +121,9 @@ struct loop_traits final {
   /// Each partition's position is stored in the sink with the fingerprint of the record it
   /// follows, and a partition resumed there first reads that record again: a topic deleted and
   /// recreated under its name (every offset reused) is caught instead of read from the middle.
-  static constexpr bool checks_partition_offsets = partitioned && !async && fencing &&
-                                                   partition_fingerprinted_source<source_type> &&
-                                                   fingerprinting_sink<sink_type>;
+  static constexpr bool checks_start_record = !async && fencing &&
+                                              fingerprinted_start_source<source_type> &&
+                                              fingerprinting_sink<sink_type>;
   static constexpr bool faults_enabled = Config::has_faults;
   /// A non-transactional write followed by a position commit leaves a durable prefix behind a
   /// failed record; the position may cover exactly that prefix.
@@ -236,7 +236,7 @@ class pipeline_impl {
   static constexpr bool group = traits::group;
   static constexpr bool fencing = traits::fencing;
   static constexpr bool checks_offsets = traits::checks_offsets;
-  static constexpr bool checks_partition_offsets = traits::checks_partition_offsets;
+  static constexpr bool checks_start_record = traits::checks_start_record;
   static constexpr bool faults_enabled = traits::faults_enabled;
   static constexpr bool prefix_commit = traits::prefix_commit;
   static constexpr bool per_record_handling = traits::per_record_handling;
@@ -314,7 +314,7 @@ class pipeline_impl {
     if constexpr (async)
       async_.restart();  // what an earlier run handed out has finished or been abandoned
     position first_start{};
-    if constexpr (checks_partition_offsets)
+    if constexpr (checks_start_record)
       source_->keep_fingerprints();
     if constexpr (group) {
       // Partitions come with the assignment, inside poll: nothing of an earlier assignment is
@@ -492,7 +492,7 @@ class pipeline_impl {
     std::vector<std::optional<epoch>> owners(owned.size());
     // The fingerprint stored with each partition's position, checked as the partition starts.
     [[maybe_unused]] std::vector<std::optional<std::uint64_t>> after(
-        checks_partition_offsets ? owned.size() : 0);
+        checks_start_record ? owned.size() : 0);
     if constexpr (facts.position_in_sink) {
       sink_->begin();
       try {
@@ -519,7 +519,7 @@ class pipeline_impl {
               stored = c.stored;
               owners[i] = c.owner;
             }
-            if constexpr (checks_partition_offsets) {
+            if constexpr (checks_start_record) {
               if (stored)
                 after[i] = sink_->claimed_fingerprint();
             }
@@ -555,12 +555,17 @@ class pipeline_impl {
     }
     for (std::size_t i = 0; i < starts.size(); ++i)
       take(starts[i], owners[i]);
-    if constexpr (checks_partition_offsets) {
+    if constexpr (checks_start_record) {
       // Told before the source starts the partitions there (the seek, or the assignment the
       // listener's answer becomes).
-      for (std::size_t i = 0; i < starts.size(); ++i)
-        if (after[i] && starts[i].at.value() > 0)
+      for (std::size_t i = 0; i < starts.size(); ++i) {
+        if (!after[i] || starts[i].at.value() == 0)
+          continue;
+        if constexpr (partitioned)
           source_->expect_before(starts[i].partition, starts[i].at, *after[i]);
+        else
+          source_->expect_before(starts[i].at, *after[i]);
+      }
     }
     return starts;
   }
@@ -1041,7 +1046,7 @@ class pipeline_impl {
     } else if constexpr (Step == step_kind::store_position) {
       if constexpr (partitioned) {
         for (const start_at& s : unit_ends_) {
-          if constexpr (checks_partition_offsets) {
+          if constexpr (checks_start_record) {
             sink_->store_position(s.partition, s.at, owner_of(s.partition),
                                   source_->fingerprint(last_of(first, last, s.partition)));
           } else if constexpr (fencing) {
@@ -1052,6 +1057,9 @@ class pipeline_impl {
             sink_store<partitioned>(*sink_, s.partition, s.at);
           }
         }
+      } else if constexpr (checks_start_record) {
+        sink_->store_position(partition_id{0}, unit_end, *owner_,
+                              source_->fingerprint(*(last - 1)));
       } else if constexpr (fencing) {
         sink_store<partitioned>(*sink_, partition_id{0}, unit_end, *owner_);
       } else {

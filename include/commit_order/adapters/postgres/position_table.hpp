@@ -7,7 +7,8 @@
 //       position BIGINT,                        -- the next offset to read; NULL: claimed only
 //       owner_epoch BIGINT NOT NULL DEFAULT 0,  -- the epoch of the consumer that owns it
 //       bound_to TEXT,                          -- the data table and source it vouches for
-//       fingerprint BIGINT,                     -- of the record the position follows
+//       fingerprint BIGINT,                     -- of the record before fingerprint_position
+//       fingerprint_position BIGINT,            -- the position the fingerprint was stored with
 //       PRIMARY KEY (stream, topic, "partition"))
 //   CREATE TABLE commit_order_streams (stream TEXT, topic TEXT,
 //       era BIGINT NOT NULL DEFAULT 0,          -- raised by an operator only (bump_era)
@@ -61,6 +62,10 @@ struct position_sql final {
   static constexpr const char* bump_era = "co_stream_bump_era";
   static constexpr const char* accept_count = "co_stream_accept_count";
 
+  /// A claim's fingerprint: the one stored with the position the row holds, or none.
+  static constexpr const char* fingerprint_returned =
+      "CASE WHEN fingerprint_position = position THEN fingerprint END";
+
   /// Creates the tables if asked, and prepares every statement on `db`.
   static void prepare(connection& db, const position_location& where, bool create) {
     const std::string p = require_identifier(where.position_table, "position table name");
@@ -74,13 +79,14 @@ struct position_sql final {
                  p,
                  " (stream TEXT NOT NULL, topic TEXT NOT NULL, \"partition\" INTEGER NOT NULL,"
                  " position BIGINT, owner_epoch BIGINT NOT NULL DEFAULT 0, bound_to TEXT,"
-                 " fingerprint BIGINT, PRIMARY KEY (stream, topic, \"partition\"));"
+                 " fingerprint BIGINT, fingerprint_position BIGINT,"
+                 " PRIMARY KEY (stream, topic, \"partition\"));"
                  // A table written before positions were bound to their data table, or before
                  // they kept the fingerprint of the record they follow.
                  " ALTER TABLE ",
                  p,
                  " ADD COLUMN IF NOT EXISTS bound_to TEXT, ADD COLUMN IF NOT EXISTS fingerprint"
-                 " BIGINT;"
+                 " BIGINT, ADD COLUMN IF NOT EXISTS fingerprint_position BIGINT;"
                  " CREATE TABLE IF NOT EXISTS ",
                  s,
                  " (stream TEXT NOT NULL, topic TEXT NOT NULL, era BIGINT NOT NULL DEFAULT 0,"
@@ -88,9 +94,10 @@ struct position_sql final {
     } else {
       require_column(db, p, "bound_to", "TEXT",
                      "it was written before positions were bound to their table");
-      require_column(db, p, "fingerprint", "BIGINT",
-                     "it was written before positions kept the fingerprint of the record they "
-                     "follow");
+      for (const char* column : {"fingerprint", "fingerprint_position"})
+        require_column(db, p, column, "BIGINT",
+                       "it was written before positions kept the fingerprint of the record they "
+                       "follow");
     }
     db.prepare(load, concat("SELECT position, owner_epoch, bound_to FROM ", p,
                             " WHERE stream = $1 AND topic = $2 AND \"partition\" = $3"));
@@ -103,14 +110,16 @@ struct position_sql final {
                              " \"partition\") DO UPDATE SET owner_epoch = excluded.owner_epoch,"
                              " bound_to = COALESCE(t.bound_to, excluded.bound_to)"
                              " WHERE t.owner_epoch <= excluded.owner_epoch"
-                             " RETURNING position, bound_to, fingerprint"));
+                             " RETURNING position, bound_to, ",
+                             fingerprint_returned));
     db.prepare(claim_next,
                concat("INSERT INTO ", p,
                       " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to)"
                       " VALUES ($1, $2, $3, NULL, 1, $4) ON CONFLICT (stream, topic,"
                       " \"partition\") DO UPDATE SET owner_epoch = t.owner_epoch + 1,"
                       " bound_to = COALESCE(t.bound_to, excluded.bound_to)"
-                      " RETURNING owner_epoch, position, bound_to, fingerprint"));
+                      " RETURNING owner_epoch, position, bound_to, ",
+                      fingerprint_returned));
     // Locks the position rows of the partitions a transaction stores, in ascending order,
     // before anything else it writes: a concurrent claim waits for it (or it for the claim),
     // and the epochs it reads are the ones its COMMIT will be judged by.
@@ -119,14 +128,17 @@ struct position_sql final {
                              " ANY($3::integer[]) ORDER BY \"partition\" FOR UPDATE"));
     // Changes a row only while it is owned at the writer's epoch; RETURNING names the rows it
     // changed, so a missing partition is a fenced writer. A position is stored with the
-    // fingerprint of the record it follows, or with none.
+    // fingerprint of the record it follows (or none), and the fingerprint with the position it
+    // belongs to: a writer that moves the position and knows nothing of fingerprints (a
+    // position store, an earlier version of this library) leaves one that no longer matches.
     db.prepare(store,
                concat("INSERT INTO ", p,
-                      " AS t (stream, topic, \"partition\", position, owner_epoch, fingerprint)"
-                      " SELECT $1, $2, u.k, u.p, u.e, u.f FROM unnest($3::integer[],"
-                      " $4::bigint[], $5::bigint[], $6::bigint[]) AS u(k, p, e, f) ON CONFLICT"
-                      " (stream, topic, \"partition\") DO UPDATE SET position = excluded.position,"
-                      " fingerprint = excluded.fingerprint"
+                      " AS t (stream, topic, \"partition\", position, owner_epoch, fingerprint,"
+                      " fingerprint_position) SELECT $1, $2, u.k, u.p, u.e, u.f, u.p FROM"
+                      " unnest($3::integer[], $4::bigint[], $5::bigint[], $6::bigint[])"
+                      " AS u(k, p, e, f) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET"
+                      " position = excluded.position, fingerprint = excluded.fingerprint,"
+                      " fingerprint_position = excluded.fingerprint_position"
                       " WHERE t.owner_epoch = excluded.owner_epoch RETURNING \"partition\""));
     db.prepare(count, concat("INSERT INTO ", s,
                              " AS t (stream, topic, era, partition_count) VALUES ($1, $2, 0, $3)"

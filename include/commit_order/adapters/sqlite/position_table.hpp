@@ -62,11 +62,15 @@ class position_table final {
         db.prepare(concat("SELECT position, owner_epoch, bound_to FROM ", table_, " WHERE ", key)));
     // The WHERE makes the write conditional on ownership: a stale owner's upsert changes no
     // row, which is how it learns it was fenced, inside the transaction it must roll back.
+    // The fingerprint is stored with the position it belongs to: a writer that moves the
+    // position and knows nothing of fingerprints (a position store, an earlier version of this
+    // library) leaves a fingerprint that no longer matches the position, and none is returned.
     store_.emplace(db.prepare(concat(
         "INSERT INTO ", table_,
-        " (stream, topic, \"partition\", position, owner_epoch, fingerprint) VALUES (?1, ?2, ?3,"
-        " ?4, ?5, ?6) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET position ="
-        " excluded.position, fingerprint = excluded.fingerprint WHERE ",
+        " (stream, topic, \"partition\", position, owner_epoch, fingerprint, fingerprint_position)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?4) ON CONFLICT (stream, topic, \"partition\") DO UPDATE"
+        " SET position = excluded.position, fingerprint = excluded.fingerprint,"
+        " fingerprint_position = excluded.fingerprint_position WHERE ",
         table_, ".owner_epoch = excluded.owner_epoch")));
     // Raises the epoch or returns nothing: one statement, so no other connection's claim can
     // come between reading the epoch and raising it.
@@ -78,14 +82,15 @@ class position_table final {
         " NULL, ?4, ?5) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch ="
         " excluded.owner_epoch, bound_to = COALESCE(",
         table_, ".bound_to, excluded.bound_to) WHERE ", table_,
-        ".owner_epoch <= excluded.owner_epoch RETURNING position, bound_to, fingerprint")));
+        ".owner_epoch <= excluded.owner_epoch RETURNING position, bound_to, ", fingerprint_sql)));
     // A fresh claim: one above whatever the row holds (1 for a new row), in one statement.
     claim_next_.emplace(db.prepare(concat(
         "INSERT INTO ", table_,
         " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3,"
         " NULL, 1, ?4) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch = ",
         table_, ".owner_epoch + 1, bound_to = COALESCE(", table_,
-        ".bound_to, excluded.bound_to) RETURNING owner_epoch, position, bound_to, fingerprint")));
+        ".bound_to, excluded.bound_to) RETURNING owner_epoch, position, bound_to, ",
+        fingerprint_sql)));
     // A position store's write (no claim comes before it): it binds an unbound row to what the
     // store vouches for, and changes no row bound to anything else (NULL matches only NULL).
     store_bound_.emplace(db.prepare(concat(
@@ -332,6 +337,10 @@ class position_table final {
                " AND topic = ", sql_literal(topic_), " AND bound_to = ", sql_literal(held), ";"));
   }
 
+  // A claim's fingerprint: the one stored with the position the row holds, or none.
+  static constexpr std::string_view fingerprint_sql =
+      "CASE WHEN fingerprint_position IS position THEN fingerprint END";
+
   static std::optional<std::uint64_t> fingerprint_in(statement& s, int column) {
     if (s.column_is_null(column))
       return std::nullopt;
@@ -345,6 +354,8 @@ class position_table final {
     add_column(db, quoted, create, "bound_to", "TEXT",
                "it was written before positions were bound to their table");
     add_column(db, quoted, create, "fingerprint", "INTEGER",
+               "it was written before positions kept the fingerprint of the record they follow");
+    add_column(db, quoted, create, "fingerprint_position", "INTEGER",
                "it was written before positions kept the fingerprint of the record they follow");
   }
 
