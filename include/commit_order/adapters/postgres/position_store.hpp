@@ -177,16 +177,8 @@ class position_store final {
 
   [[noreturn, gnu::cold, gnu::noinline]] void throw_bound_elsewhere(partition_id k,
                                                                     const std::string& held) const {
-    const std::string table =
-        options_.schema.empty() ? detail::quote_identifier(options_.position_table)
-                                : detail::concat(detail::quote_identifier(options_.schema), ".",
-                                                 detail::quote_identifier(options_.position_table));
-    throw position_bound_elsewhere(
-        k, options_.stream, options_.topic, held, bound_to_,
-        detail::concat("UPDATE ", table, " SET bound_to = NULL WHERE stream = ",
-                       detail::quote_literal(options_.stream),
-                       " AND topic = ", detail::quote_literal(options_.topic),
-                       " AND bound_to = ", detail::quote_literal(held), ";"));
+    detail::throw_bound_elsewhere(k, options_.schema, options_.position_table, options_.stream,
+                                  options_.topic, held, bound_to_);
   }
 
   mutable connection db_;

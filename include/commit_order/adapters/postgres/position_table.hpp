@@ -27,6 +27,8 @@
 
 #include "commit_order/adapters/postgres/connection.hpp"
 #include "commit_order/adapters/postgres/table.hpp"
+#include "commit_order/errors.hpp"
+#include "commit_order/offset.hpp"
 
 namespace commit_order::postgres {
 
@@ -46,6 +48,20 @@ inline std::string require_identifier(const std::string& name, std::string_view 
     throw std::invalid_argument(concat("commit_order::postgres: the ", what, " '", name,
                                        "' is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"));
   return quote_identifier(name);
+}
+
+/// The error for a position row bound to `held`, not to `mine`: with the operator's statement
+/// that unbinds it, in the position table `table` of `schema` (empty: the search path's).
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_bound_elsewhere(
+    partition_id k, const std::string& schema, const std::string& table, const std::string& stream,
+    const std::string& topic, const std::string& held, const std::string& mine) {
+  const std::string where = schema.empty()
+                                ? quote_identifier(table)
+                                : concat(quote_identifier(schema), ".", quote_identifier(table));
+  throw position_bound_elsewhere(
+      k, stream, topic, held, mine,
+      concat("UPDATE ", where, " SET bound_to = NULL WHERE stream = ", quote_literal(stream),
+             " AND topic = ", quote_literal(topic), " AND bound_to = ", quote_literal(held), ";"));
 }
 
 /// The statements on the position and stream tables, by name.
