@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "commit_order/offset.hpp"
 
@@ -258,9 +259,11 @@ class partition_count_changed final : public error {
   std::size_t current_;
 };
 
-/// The record at the stored position's offset is not the one the position was stored after:
-/// the source forgot records behind the position (a power loss of a log synced less often than
-/// the position) and gave their offsets to new records, which resuming would skip.
+/// The record before the stored position is not the one the position was stored after: the
+/// source forgot records behind the position and gave their offsets to new records, which
+/// resuming would skip. A file log that lost what it had not synced (a power loss) throws the
+/// first form; a named source whose records were replaced (a Kafka topic deleted and recreated
+/// under the same name) the second, which names the source and the stored position.
 class offset_reused final : public error {
  public:
   offset_reused(partition_id partition, offset at, std::uint64_t stored_fingerprint,
@@ -271,14 +274,42 @@ class offset_reused final : public error {
               std::to_string(found_fingerprint) + ", stored " + std::to_string(stored_fingerprint) +
               "); the source lost records behind the position and reused their offsets")
       , partition_(partition)
+      , stored_(position::after(at))
       , at_(at) {}
 
+  /// `source` is the source's identity (`identified_source`), `stored` the position stored for
+  /// `partition`, `at` the offset of the record compared (the one before `stored`).
+  offset_reused(std::string source, partition_id partition, position stored, offset at,
+                std::uint64_t stored_fingerprint, std::uint64_t found_fingerprint)
+      : error(detail::join_message(
+            {"commit_order: ", source, ", partition ", detail::decimal(partition.value()),
+             ": the record at offset ", detail::decimal(at.value()),
+             " is not the one the stored position ", detail::decimal(stored.value()),
+             " was committed after (fingerprint found ", std::to_string(found_fingerprint),
+             ", stored ", std::to_string(stored_fingerprint),
+             "): the topic was deleted and recreated, or its records replaced, since that "
+             "position was stored; resuming at ",
+             detail::decimal(stored.value()), " would skip the records it holds now at offsets 0..",
+             detail::decimal(stored.value() - 1),
+             ". Remove the stored positions of this source to read it from its start."}))
+      , partition_(partition)
+      , stored_(stored)
+      , at_(at)
+      , source_(std::move(source)) {}
+
   [[nodiscard]] partition_id partition() const noexcept { return partition_; }
+  /// The offset of the record compared.
   [[nodiscard]] offset at() const noexcept { return at_; }
+  /// The stored position the record was checked for (`at() + 1` for a file log).
+  [[nodiscard]] position stored() const noexcept { return stored_; }
+  /// The source's identity; empty for a file log's error.
+  [[nodiscard]] const std::string& source() const noexcept { return source_; }
 
  private:
   partition_id partition_;
+  position stored_;
   offset at_;
+  std::string source_;
 };
 
 /// A position row bound to another data table, or to another source: the row vouches for what

@@ -81,12 +81,7 @@ class source_base {
   /// What the positions a sink stores for this source were read from (identified_source): the
   /// topic, and a group member's group -- each group reads every record, so two groups never
   /// share a position.
-  [[nodiscard]] std::string identity() const {
-    std::string out = "kafka topic '" + topic() + "'";
-    if (core_->kind() == assignment_kind::group)
-      out += ", group '" + group_id() + "'";
-    return out;
-  }
+  [[nodiscard]] std::string identity() const { return core_->identity(); }
   /// Transient errors the client recovered from (retried, never skipping a record).
   [[nodiscard]] std::size_t transient_errors() const noexcept { return core_->transient_errors(); }
   [[nodiscard]] const transient_error& last_transient_error() const noexcept {
@@ -99,6 +94,25 @@ class source_base {
   /// Leaves in good order (a group member's partitions are revoked first, through the
   /// listener); the destructor does the same without telling the listener.
   void close() { core_->close(); }
+
+  /// From now on, every record poll hands out has its fingerprint kept, for fingerprint().
+  /// Off by default: a source that is not asked hashes nothing. (The pipeline asks when its
+  /// sink keeps fingerprints beside positions: fingerprinting_sink.)
+  void keep_fingerprints() noexcept { core_->keep_fingerprints(); }
+  /// The fingerprint of `r`, an element of the span the last poll returned: a 64-bit FNV-1a
+  /// over the message's timestamp (type and value), key and value, the same in every process.
+  /// Stored beside the position after `r`, it tells a topic deleted and recreated under its
+  /// name (librdkafka 2.0.2 shows no topic ids) from the one the position was read from: a
+  /// partition started at that position with expect_before() reads `r`'s offset first and
+  /// compares — the same record is dropped, never handed out, and reading goes on; another
+  /// makes poll throw offset_reused, at every attempt, handing out nothing of the partition.
+  /// Nothing is compared when the record is gone (compacted, a transaction's marker, or
+  /// deleted by retention since). A start at another position, or the partition revoked or
+  /// lost, forgets the expectation. Throws std::logic_error when fingerprints are not kept or
+  /// `r` is not in that span.
+  [[nodiscard]] std::uint64_t fingerprint(const record_type& r) const {
+    return core_->fingerprint(r);
+  }
 
   /// The consumer itself, for kafka::offset_store and kafka::lag_reports.
   [[nodiscard]] client_core& client() noexcept { return *core_; }
@@ -145,6 +159,13 @@ class group_source final : public detail::source_base<Event, Policy, Codec> {
   [[nodiscard]] std::optional<std::int32_t> generation() const noexcept {
     return this->core_->generation();
   }
+
+  /// The record before position `p` (>= 1) of partition k must have `fingerprint`: the next
+  /// time k starts at exactly p (the listener's `assigned` answer, or seek), it is read first
+  /// and compared (see source_base::fingerprint).
+  void expect_before(partition_id k, position p, std::uint64_t fingerprint) {
+    this->core_->expect_before(k, p, fingerprint);
+  }
 };
 
 /// A fixed set of partitions of `options.topic`, assigned manually: no group, no rebalance.
@@ -166,6 +187,13 @@ class assigned_source final : public detail::source_base<Event, Policy, Codec> {
   [[nodiscard]] position end(partition_id k) const { return this->core_->end(k); }
   [[nodiscard]] std::size_t partition_count() const { return this->core_->partition_count(); }
   [[nodiscard]] std::vector<partition_id> assignment() const { return this->core_->assignment(); }
+
+  /// The record before position `p` (>= 1) of partition k must have `fingerprint`: the next
+  /// time k starts at exactly p (seek), it is read first and compared (see
+  /// source_base::fingerprint).
+  void expect_before(partition_id k, position p, std::uint64_t fingerprint) {
+    this->core_->expect_before(k, p, fingerprint);
+  }
 };
 
 /// One partition of `options.topic`, assigned manually: a single-partition source, for sinks
@@ -180,6 +208,12 @@ class partition_source final : public detail::source_base<Event, Policy, Codec> 
       : base(o, detail::assignment_kind::manual, s, {k}), partition_(k) {}
 
   void seek(position p) { this->core_->seek(partition_, p); }
+  /// The record before position `p` (>= 1) must have `fingerprint`: the next time the
+  /// partition starts at exactly p (seek), it is read first and compared (see
+  /// source_base::fingerprint).
+  void expect_before(position p, std::uint64_t fingerprint) {
+    this->core_->expect_before(partition_, p, fingerprint);
+  }
   [[nodiscard]] std::span<const typename base::record_type> poll(std::size_t max) {
     return this->core_->poll(max);
   }

@@ -14,16 +14,21 @@
 //     failed, a message polled while an assignment is being re-delivered, an undecodable one)
 //     is "unread": its partition is sought back to the first offset not handed out;
 //   * an exception never crosses librdkafka's C code: callbacks catch, keep it, and make the
-//     poll return; it is rethrown after rd_kafka_consumer_poll returns.
+//     poll return; it is rethrown after rd_kafka_consumer_poll returns;
+//   * a partition started at a position p the pipeline expects a record before (expect_before)
+//     starts at p - 1: that record is compared and dropped, never handed out, and a different
+//     one stops the source (offset_reused) with the partition still at p - 1.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -41,6 +46,75 @@
 #include "commit_order/record.hpp"
 
 namespace commit_order::kafka::detail {
+
+/// FNV-1a, 64 bits, over bytes. A fingerprint is stored beside a position and compared by a
+/// later process, maybe of a later version of the library: so the function is spelled out here
+/// (integers fed as little-endian bytes, whatever the host's order) and must never change.
+class fnv1a64 final {
+ public:
+  void add(std::span<const std::byte> bytes) noexcept {
+    for (const std::byte b : bytes) {
+      h_ ^= static_cast<std::uint8_t>(b);
+      h_ *= 0x100000001b3ULL;
+    }
+  }
+  void add(std::uint64_t v) noexcept {
+    std::array<std::byte, 8> bytes;
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+    add(bytes);
+  }
+  [[nodiscard]] std::uint64_t value() const noexcept { return h_; }
+
+ private:
+  std::uint64_t h_ = 0xcbf29ce484222325ULL;
+};
+
+/// What tells a Kafka record from another at the same offset (librdkafka 2.0.2 has no topic
+/// ids, so a topic deleted and recreated under its name is otherwise the same): FNV-1a over
+/// its timestamp (type and value), its key and its value, each of those with a presence flag
+/// and its length, so a null key differs from an empty one and bytes cannot move between the
+/// key and the value. The partition and offset are not in it: they are what it is checked at.
+inline std::uint64_t message_fingerprint(const rd_kafka_message_t& m) noexcept {
+  rd_kafka_timestamp_type_t type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+  const std::int64_t timestamp = rd_kafka_message_timestamp(&m, &type);
+  fnv1a64 h;
+  h.add(static_cast<std::uint64_t>(type));
+  h.add(static_cast<std::uint64_t>(timestamp));
+  const auto field = [&h](const void* data, std::size_t size) {
+    h.add(std::uint64_t{data != nullptr ? 1U : 0U});
+    h.add(static_cast<std::uint64_t>(size));
+    if (data != nullptr)
+      h.add(std::span(static_cast<const std::byte*>(data), size));
+  };
+  field(m.key, m.key_len);
+  field(m.payload, m.len);
+  return h.value();
+}
+
+/// Erases the elements of `batch` for which `drop` holds, and the elements of `beside` at the
+/// same indices: `beside` is kept aligned with `batch` (empty: left empty).
+template <class T, class U, class Pred>
+void erase_aligned(std::vector<T>& batch, std::vector<U>& beside, Pred drop) {
+  if (beside.empty()) {
+    std::erase_if(batch, drop);
+    return;
+  }
+  if (beside.size() != batch.size())
+    throw std::logic_error("commit_order::kafka: a batch and its fingerprints are not aligned");
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (drop(std::as_const(batch[i])))
+      continue;
+    if (kept != i) {
+      batch[kept] = std::move(batch[i]);
+      beside[kept] = std::move(beside[i]);
+    }
+    ++kept;
+  }
+  batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(kept), batch.end());
+  beside.erase(beside.begin() + static_cast<std::ptrdiff_t>(kept), beside.end());
+}
 
 /// The handle, its configuration, and the requests the adapter makes on its own behalf.
 class client_core {
@@ -90,6 +164,14 @@ class client_core {
   [[nodiscard]] assignment_kind kind() const noexcept { return kind_; }
   [[nodiscard]] protocol rebalance_protocol() const noexcept { return rebalance_; }
   [[nodiscard]] const consumer_options& options() const noexcept { return options_; }
+  /// What the positions stored for this consumer were read from (the sources' identity()):
+  /// the topic, and a group member's group.
+  [[nodiscard]] std::string identity() const {
+    std::string out = "kafka topic '" + topic() + "'";
+    if (kind_ == assignment_kind::group)
+      out += ", group '" + group_id() + "'";
+    return out;
+  }
 
   /// Partition k's low and high watermarks: the first retained offset and the offset past the
   /// last message.
@@ -436,8 +518,49 @@ class consumer_core final : public client_core {
     if (q == nullptr)
       throw std::invalid_argument("commit_order::kafka: partition " + std::to_string(k.value()) +
                                   " of " + topic() + " is not assigned to this consumer");
-    q->next = p.value();
-    q->seek_to = p.value();
+    start(*q, p.value());
+  }
+
+  /// From now on, the fingerprint of every record handed out is kept (fingerprint()). Off by
+  /// default: the batches of a consumer that does not ask are not hashed.
+  void keep_fingerprints() noexcept { keep_fingerprints_ = true; }
+
+  /// The fingerprint (message_fingerprint) of `r`, a record of the span the last poll returned.
+  [[nodiscard]] std::uint64_t fingerprint(const record_type& r) const {
+    if (!keep_fingerprints_)
+      throw std::logic_error(
+          "commit_order::kafka: fingerprint() of a consumer that does not keep them (call "
+          "keep_fingerprints() before polling)");
+    const std::less<const record_type*> before;
+    const record_type* const first = batch_.data();
+    if (batch_.empty() || before(&r, first) || !before(&r, first + batch_.size()))
+      throw std::logic_error(
+          "commit_order::kafka: fingerprint() of a record that is not in the last poll's batch");
+    const auto i = static_cast<std::size_t>(&r - first);
+    if (i >= fingerprints_.size())
+      throw std::logic_error(
+          "commit_order::kafka: fingerprint() of a record read before keep_fingerprints()");
+    return fingerprints_[i];
+  }
+
+  /// The record before `p` in partition k must have fingerprint `fingerprint` (the one stored
+  /// beside p). The next time k is started at exactly p (by the listener's answer, by a
+  /// redelivery or by seek), it starts at p - 1 instead: that record is compared and dropped,
+  /// and reading goes on at p; a different record stops the source with offset_reused, every
+  /// time, k still at p - 1. When that record is gone (compacted away, a transaction's marker,
+  /// or deleted by retention with p still in the log), nothing is compared. A start of k at
+  /// another position, or k revoked or lost, forgets the expectation. One per partition: a new
+  /// one replaces the last.
+  void expect_before(partition_id k, position p, std::uint64_t fingerprint) {
+    if (p.value() < 1)
+      throw std::invalid_argument("commit_order::kafka: expect_before(partition " +
+                                  std::to_string(k.value()) + ", position " +
+                                  std::to_string(p.value()) + "): there is no record before it");
+    const expectation e{k, p.value(), fingerprint};
+    if (const auto it = std::ranges::find(expected_, k, &expectation::k); it != expected_.end())
+      *it = e;
+    else
+      expected_.push_back(e);
   }
 
   [[nodiscard]] std::span<const record_type> poll(std::size_t max) {
@@ -447,7 +570,7 @@ class consumer_core final : public client_core {
       throw std::logic_error(
           "commit_order::kafka: poll before listen (a group-managed source tells a pipeline "
           "about its partitions)");
-    batch_.clear();
+    clear_batch();
     if (deferred_)
       std::rethrow_exception(std::exchange(deferred_, nullptr));
     rethrow_callback_error();
@@ -490,7 +613,8 @@ class consumer_core final : public client_core {
     if (closed_)
       return;
     closing_ = true;
-    batch_.clear();
+    clear_batch();
+    expected_.clear();
     std::exception_ptr first;
     if (kind() == assignment_kind::group) {
       rd_kafka_unsubscribe(rk_.get());
@@ -523,10 +647,19 @@ class consumer_core final : public client_core {
   [[nodiscard]] bool closed() const noexcept { return closed_; }
 
  private:
+  /// The fingerprint the record before position `at` of partition k must have.
+  struct expectation {
+    partition_id k;
+    std::int64_t at;
+    std::uint64_t fingerprint;
+  };
+
   struct part {
     partition_id k;
     std::int64_t next;     ///< the offset of the first message not handed out
     std::int64_t seek_to;  ///< a seek to apply before the next fetch (INVALID: none)
+    /// Started at verify->at - 1 (= next) to compare that record: none taken yet.
+    std::optional<expectation> verify = std::nullopt;
   };
   static constexpr std::int64_t no_seek = RD_KAFKA_OFFSET_INVALID;
 
@@ -540,6 +673,32 @@ class consumer_core final : public client_core {
       if (q.k == k)
         return &q;
     return nullptr;
+  }
+
+  // The expectation for starting k at p, if one was registered for exactly p; any start of k
+  // uses up what was registered for it.
+  std::optional<expectation> expectation_for(partition_id k, std::int64_t p) const {
+    const auto it = std::ranges::find(expected_, k, &expectation::k);
+    if (it == expected_.end() || it->at != p)
+      return std::nullopt;
+    return *it;
+  }
+  void forget_expectations(std::span<const partition_id> ks) {
+    std::erase_if(expected_,
+                  [&](const expectation& e) { return std::ranges::find(ks, e.k) != ks.end(); });
+  }
+
+  // Partition q starts at p: at p - 1 when the record there is to be compared first.
+  void start(part& q, std::int64_t p) {
+    q.verify = expectation_for(q.k, p);
+    forget_expectations(std::span(&q.k, 1));
+    q.next = q.verify ? p - 1 : p;
+    q.seek_to = q.next;
+  }
+
+  void clear_batch() noexcept {
+    batch_.clear();
+    fingerprints_.clear();
   }
 
   void rethrow_callback_error() {
@@ -593,6 +752,40 @@ class consumer_core final : public client_core {
     }
   }
 
+  // Partition q, stopped by librdkafka, reads again from q.next. Under auto.offset.reset=error
+  // librdkafka stops a partition whose fetch was out of range, and refuses to seek a partition
+  // it is not fetching (the seek fails asynchronously, and nothing more arrives): it is
+  // assigned again. A manual assignment is started again whole (start_manual, at the next
+  // poll); a group member's is changed outside the rebalance callback, as librdkafka allows.
+  void restart(part& q) {
+    if (kind() == assignment_kind::manual) {
+      started_ = false;
+      return;
+    }
+    if (rebalance_protocol() == protocol::cooperative) {
+      list_ptr list = make_list(1);
+      rd_kafka_topic_partition_list_add(list.get(), topic().c_str(), q.k.value())->offset = q.next;
+      q.seek_to = no_seek;
+      if (error_ptr e{rd_kafka_incremental_unassign(rk_.get(), list.get())})
+        throw client_error("restarting partition " + std::to_string(q.k.value()) + " of " + topic(),
+                           rd_kafka_error_code(e.get()), rd_kafka_error_string(e.get()));
+      if (error_ptr e{rd_kafka_incremental_assign(rk_.get(), list.get())})
+        throw client_error("restarting partition " + std::to_string(q.k.value()) + " of " + topic(),
+                           rd_kafka_error_code(e.get()), rd_kafka_error_string(e.get()));
+      return;
+    }
+    // Eager: the list is the whole assignment, each partition at its first record not handed
+    // out (a pending seek is to exactly there).
+    list_ptr list = make_list(static_cast<int>(owned_.size()));
+    for (part& o : owned_) {
+      rd_kafka_topic_partition_list_add(list.get(), topic().c_str(), o.k.value())->offset = o.next;
+      o.seek_to = no_seek;
+    }
+    if (const auto e = rd_kafka_assign(rk_.get(), list.get()); e != RD_KAFKA_RESP_ERR_NO_ERROR)
+      throw client_error("restarting partition " + std::to_string(q.k.value()) + " of " + topic(),
+                         e);
+  }
+
   // A message taken from librdkafka and not handed out: its partition reads it again.
   void unread(const rd_kafka_message_t& m) {
     if (m.err != RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -609,7 +802,7 @@ class consumer_core final : public client_core {
         q->seek_to = q->next;
       }
     }
-    batch_.clear();
+    clear_batch();
   }
 
   // ---- reading -------------------------------------------------------------------------------
@@ -655,6 +848,13 @@ class consumer_core final : public client_core {
     // nothing to hand out.
     if (q == nullptr || m.offset < q->next)
       return true;
+    if (q->verify && !verified(*q, m))
+      return false;
+    if (m.offset < q->next)
+      return true;  // the record compared: dropped
+    // Aligned with the batch from its first record (keep_fingerprints() called while a batch
+    // is being built takes effect with the next one).
+    const bool keep = keep_fingerprints_ && fingerprints_.size() == batch_.size();
     const auto* bytes = static_cast<const std::byte*>(m.payload);
     try {
       batch_.push_back(record_type{partition_id{m.partition}, offset{m.offset},
@@ -668,8 +868,39 @@ class consumer_core final : public client_core {
           undecodable_message(partition_id{m.partition}, offset{m.offset}, e.what())));
       return false;
     }
+    if (keep) {
+      try {
+        fingerprints_.push_back(message_fingerprint(m));
+      } catch (...) {
+        batch_.pop_back();
+        throw;
+      }
+    }
     q->next = m.offset + 1;
     return true;
+  }
+
+  // The first message of a partition started to compare the record before its position. The
+  // record at p - 1 is compared: the same, it is dropped (next = p); another, the source fails
+  // and the partition stays at p - 1, so the next attempt compares it again. A later offset
+  // means the record at p - 1 is gone (compacted, or a transaction's marker, which takes an
+  // offset and is never delivered): nothing to compare, and the message is read as any other.
+  // False when the batch must end here.
+  bool verified(part& q, const rd_kafka_message_t& m) {
+    const expectation e = *q.verify;
+    q.verify.reset();
+    if (m.offset != e.at - 1)
+      return true;
+    const std::uint64_t found = message_fingerprint(m);
+    if (found == e.fingerprint) {
+      q.next = e.at;
+      return true;
+    }
+    q.verify = e;
+    q.seek_to = q.next;
+    fail(std::make_exception_ptr(
+        offset_reused(identity(), q.k, position{e.at}, offset{m.offset}, e.fingerprint, found)));
+    return false;
   }
 
   // An error message from the consumer; false when the batch must end here.
@@ -686,17 +917,28 @@ class consumer_core final : public client_core {
         return true;  // a partition given up since
       const auto [lo, hi] = watermarks(k);
       const std::int64_t at = m.offset >= 0 ? m.offset : q->next;
+      // Started at p - 1 to compare the record there: the position stored is p, and it is p an
+      // error names.
+      const std::int64_t stored = q->verify ? q->verify->at : at;
+      if (q->verify && lo == stored) {
+        // Retention deleted exactly the record to compare since the pipeline checked p: nothing
+        // to compare, and p is still the first record retained.
+        q->verify.reset();
+        q->next = stored;
+        restart(*q);
+        return true;
+      }
       if (at < lo) {
-        fail(std::make_exception_ptr(position_lost(k, position{at}, position{lo})));
+        fail(std::make_exception_ptr(position_lost(k, position{stored}, position{lo})));
         return false;
       }
       if (at > hi) {
-        fail(std::make_exception_ptr(position_beyond_end(k, position{at}, position{hi})));
+        fail(std::make_exception_ptr(position_beyond_end(k, position{stored}, position{hi})));
         return false;
       }
       // Inside the log after all (a broker that answered out of range for a moment): read on
       // from exactly where it was.
-      q->seek_to = q->next;
+      restart(*q);
       note_transient(e, rd_kafka_message_errstr(&m));
       return true;
     }
@@ -735,6 +977,7 @@ class consumer_core final : public client_core {
         // Anything else: nothing can be trusted of the assignment; give it all up.
         std::vector<partition_id> all = assignment();
         owned_.clear();
+        expected_.clear();
         pending_.reset();
         unassign_all(partitions);
         if (listener_ != nullptr && !all.empty())
@@ -783,9 +1026,12 @@ class consumer_core final : public client_core {
             "commit_order::kafka: the listener returned no position for "
             "partition " +
             std::to_string(k.value()));
-      rd_kafka_topic_partition_list_add(list.get(), topic().c_str(), k.value())->offset =
-          s->at.value();
-      taken.push_back(part{k, s->at.value(), no_seek});
+      // Used up only once librdkafka took the assignment: if it fails, the next poll delivers it
+      // again, and the listener registers again.
+      std::optional<expectation> verify = expectation_for(k, s->at.value());
+      const std::int64_t at = verify ? s->at.value() - 1 : s->at.value();
+      rd_kafka_topic_partition_list_add(list.get(), topic().c_str(), k.value())->offset = at;
+      taken.push_back(part{k, at, no_seek, verify});
     }
     if (rebalance_protocol() == protocol::cooperative) {
       error_ptr e{rd_kafka_incremental_assign(rk_.get(), list.get())};
@@ -800,6 +1046,7 @@ class consumer_core final : public client_core {
       if (const auto e = rd_kafka_assign(rk_.get(), list.get()); e != RD_KAFKA_RESP_ERR_NO_ERROR)
         throw client_error("assigning partitions of " + topic(), e);
     }
+    forget_expectations(pending_->partitions);
     for (const part& q : taken)
       owned_.push_back(q);
     std::ranges::sort(owned_, {}, &part::k);
@@ -815,9 +1062,11 @@ class consumer_core final : public client_core {
       if (find(k) != nullptr)
         give_up.push_back(k);
     // Records of them in the batch being built are not handed out: their next owner reads them.
-    std::erase_if(batch_, [&](const record_type& r) {
+    erase_aligned(batch_, fingerprints_, [&](const record_type& r) {
       return std::ranges::find(give_up, r.source_partition) != give_up.end();
     });
+    // What the pipeline expected of them is for this member's start, which will not come.
+    forget_expectations(ks);
     if (pending_) {
       std::erase_if(pending_->partitions,
                     [&](partition_id k) { return std::ranges::find(ks, k) != ks.end(); });
@@ -884,10 +1133,8 @@ class consumer_core final : public client_core {
         const std::vector<partition_id> ks = assignment();
         const std::vector<start_at> starts = listener_->assigned(ks, generation_.value_or(0));
         for (const start_at& s : starts) {
-          if (part* q = find(s.partition)) {
-            q->next = s.at.value();
-            q->seek_to = s.at.value();
-          }
+          if (part* q = find(s.partition))
+            start(*q, s.at.value());
         }
       }
       redeliver_owned_ = false;
@@ -903,6 +1150,9 @@ class consumer_core final : public client_core {
   std::exception_ptr callback_error_;
   std::exception_ptr deferred_;
   std::vector<record_type> batch_;
+  std::vector<std::uint64_t> fingerprints_;  // batch_[i]'s is fingerprints_[i], when kept
+  std::vector<expectation> expected_;        // registered, for the partitions' next start
+  bool keep_fingerprints_ = false;
   bool redeliver_owned_ = false;
   bool started_ = false;
   bool closing_ = false;
