@@ -120,7 +120,8 @@ inline constexpr const char* stored_by_key =
     "SELECT \"source_partition\", \"source_offset\" FROM \"orders_flat\" WHERE \"order_id\" = ?1";
 // A position store's read: the position and what the row vouches for (its data table).
 inline constexpr const char* load_position =
-    "SELECT position, owner_epoch, bound_to FROM \"commit_order_positions\" WHERE stream = ?1 AND "
+    "SELECT position, owner_epoch, bound_to, CASE WHEN fingerprint_position IS position THEN "
+    "fingerprint END FROM \"commit_order_positions\" WHERE stream = ?1 AND "
     "topic = ?2 AND \"partition\" = ?3";
 // Fenced: the write only lands while the row's owner epoch is the writer's.
 inline constexpr const char* store_position =
@@ -139,8 +140,10 @@ inline constexpr const char* reserve_position =
 // owner epoch or bound to another table.
 inline constexpr const char* store_bound_position =
     "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch, "
-    "bound_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (stream, topic, \"partition\") DO "
-    "UPDATE SET position = excluded.position, bound_to = excluded.bound_to WHERE "
+    "bound_to, fingerprint, fingerprint_position) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?4) ON "
+    "CONFLICT (stream, topic, \"partition\") DO UPDATE SET position = excluded.position, bound_to "
+    "= excluded.bound_to, fingerprint = excluded.fingerprint, fingerprint_position = "
+    "excluded.fingerprint_position WHERE "
     "\"commit_order_positions\".owner_epoch = excluded.owner_epoch AND "
     "(\"commit_order_positions\".bound_to IS NULL OR \"commit_order_positions\".bound_to IS "
     "excluded.bound_to)";
@@ -521,6 +524,7 @@ struct raw_positions {
     sqlite3_bind_int64(s, 3, 0);
     sqlite3_bind_int64(s, 4, position);
     sqlite3_bind_int64(s, 5, 0);
+    sqlite3_bind_null(s, 7);  // no fingerprint: a single-partition source has none to give
     store_bound.run();
     if (sqlite3_changes(db) != 1) [[unlikely]]
       throw std::runtime_error(

@@ -372,6 +372,16 @@ concept fingerprinting_sink = partitioned_fencing_sink<S> &&
   { cs.claimed_fingerprint() } -> std::same_as<std::optional<std::uint64_t>>;
 };
 
+/// A per-partition position store that keeps, beside each position, the fingerprint of the
+/// record it follows: `commit(k, p, f)`, and `loaded_fingerprint()`, the one stored with the
+/// position the last `load` returned (none when it was stored without one).
+template <class S>
+concept fingerprinting_position_store = partitioned_position_store<S> &&
+    requires(S& s, const S& cs, partition_id k, position p, std::uint64_t f) {
+  s.commit(k, p, f);
+  { cs.loaded_fingerprint() } -> std::same_as<std::optional<std::uint64_t>>;
+};
+
 /// Either kind of store.
 template <class S>
 concept any_position_store = position_store<S> || partitioned_position_store<S>;

@@ -291,7 +291,10 @@ class offset_reused final : public error {
              "position was stored; resuming at ",
              detail::decimal(stored.value()), " would skip the records it holds now at offsets 0..",
              detail::decimal(stored.value() - 1),
-             ". Remove the stored positions of this source to read it from its start."}))
+             ". The rows and positions this consumer stored came from the old records: to read "
+             "the new ones, stop its consumers and delete both (the sink's rows and this "
+             "stream's position rows), or read them into a new table under another stream "
+             "name"}))
       , partition_(partition)
       , stored_(stored)
       , at_(at)

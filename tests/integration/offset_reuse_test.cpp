@@ -15,8 +15,10 @@
 
 #include <commit_order/adapters/file.hpp>
 #include <commit_order/adapters/memory.hpp>
+#include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
 
+#include "lab/orders.hpp"
 #include "support/scratch.hpp"
 
 namespace co = commit_order;
@@ -103,6 +105,50 @@ TEST_CASE("recovery refuses to resume after a record the source no longer has at
     reading_log log(dir / "log");
     pipeline_t p(log, table, store);
     CHECK(p.recover() == co::position{10});
+  }
+}
+
+TEST_CASE("a position in the SQLite sink's transaction is checked against the log's record") {
+  // TransactionalPosition keeps the position in the sink, not in a store: the sink keeps the
+  // fingerprint beside it, and the claim compares it with the record now before it.
+  using orders_t = co::sqlite::guarded_upsert_sink<crash_lab::orders_flat>;
+  using log_t = crash_lab::order_log;
+  using tx_pipeline_t = co::pipeline<log_t, orders_t, co::TransactionalPosition<>>;
+  static_assert(co::fingerprinting_sink<orders_t>);
+  scratch_dir dir;
+  const auto write_orders = [&](std::int64_t n, std::int64_t salt) {
+    std::filesystem::remove_all(dir / "log");
+    log_t log(dir / "log", crash_lab::lab_log_options());
+    for (std::int64_t i = 0; i < n; ++i)
+      log.append(crash_lab::order_event{i % 5, salt, i, 1 + i});
+  };
+  write_orders(10, 0);
+  orders_t sink(dir / "orders.sqlite");
+  {
+    log_t log(dir / "log", crash_lab::lab_log_options());
+    tx_pipeline_t p(log, sink, co::settings{.batch_size = 4});
+    CHECK(p.run() == 10);
+  }
+  SUBCASE("the same records: the check passes and only the new ones are read") {
+    write_orders(12, 0);
+    log_t log(dir / "log", crash_lab::lab_log_options());
+    tx_pipeline_t p(log, sink);
+    CHECK(p.recover() == co::position{10});
+    CHECK(p.run() == 2);
+  }
+  SUBCASE("other records at the same offsets: offset_reused, the claim rolled back") {
+    write_orders(12, 7);
+    log_t log(dir / "log", crash_lab::lab_log_options());
+    tx_pipeline_t p(log, sink);
+    try {
+      p.recover();
+      FAIL("recovery resumed after a record that is not the one the position followed");
+    } catch (const co::offset_reused& e) {
+      CHECK(e.at() == co::offset{9});
+      CHECK(e.stored() == co::position{10});
+    }
+    CHECK(sink.load_position() == co::position{10});
+    CHECK_THROWS_AS(p.run(), co::offset_reused);  // every attempt, never a skip
   }
 }
 

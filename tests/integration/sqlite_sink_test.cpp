@@ -715,6 +715,26 @@ TEST_CASE("a SQLite position keeps the fingerprint of the record it follows") {
   sink.rollback();
 }
 
+TEST_CASE("a SQLite position store keeps the fingerprint of the record a position follows") {
+  scratch_dir dir;
+  static_assert(co::fingerprinting_position_store<sq::position_store<>>);
+  const co::partition_id k{1};
+  sq::position_store<> store(dir / "db.sqlite", {.stream = "fingerprints"});
+  CHECK_FALSE(store.load(k).has_value());
+  CHECK_FALSE(store.loaded_fingerprint().has_value());
+  store.commit(k, co::position{9}, 0xfedcba9876543210ULL);
+  CHECK(store.load(k) == co::position{9});
+  CHECK(store.loaded_fingerprint() == 0xfedcba9876543210ULL);
+  store.commit(k, co::position{12});  // without one: none, not the old one
+  CHECK(store.load(k) == co::position{12});
+  CHECK_FALSE(store.loaded_fingerprint().has_value());
+  store.commit(k, co::position{13}, 42);
+  // A writer that moves the position and keeps no fingerprint (an earlier version): none.
+  store.database().exec("UPDATE commit_order_positions SET position = 20");
+  CHECK(store.load(k) == co::position{20});
+  CHECK_FALSE(store.loaded_fingerprint().has_value());
+}
+
 TEST_CASE("the SQLite position store commits durably and respects an owner's claim") {
   scratch_dir dir;
   {

@@ -127,6 +127,15 @@ TEST_CASE("a recreated topic is not read from the old topic's positions (manual 
   CHECK(rows_in(sink) == 100);
   CHECK(sink.load_position(p0) == co::position{50});
   CHECK(sink.load_position(p1) == co::position{50});
+
+  // The recovery the error and docs/adapters.md name: the old topic's rows and positions
+  // deleted together, the new topic is read whole (removing the positions alone would leave
+  // rows newer than them: invariant_violation; and the offset guard would keep the old rows).
+  sink.database().exec("DELETE FROM orders_flat; DELETE FROM commit_order_positions");
+  assigned_t fresh(options_for(recreated), {p0, p1});
+  co::pipeline<assigned_t, sink_t, policy_t> q(fresh, sink, co::settings{.batch_size = 16});
+  CHECK(pump_to(q, sink, 75) == 150);
+  CHECK(rows_in(sink) == 150);
 }
 
 TEST_CASE("a resumed partition reads the record before its position once, and never applies it") {
@@ -223,4 +232,86 @@ TEST_CASE("a recreated topic is not read from the old topic's position (one part
   CHECK(stopped);
   CHECK(rows_in(sink) == 20);
   CHECK(sink.load_position() == co::position{20});
+}
+
+TEST_CASE("a sink wrapped in a forwarding_sink keeps the check (a recreated topic is refused)") {
+  // A wrapper that dropped the four-argument store_position would store no fingerprint, and the
+  // recreated topic would be read from the old positions without a word.
+  using wrapped_t = co::memory::forwarding_sink<sink_t&>;
+  static_assert(co::fingerprinting_sink<wrapped_t>);
+  test_support::scratch_dir dir;
+  sink_t sink(dir / "orders.sqlite");
+  wrapped_t wrapped(sink);
+  {
+    kf::mock_cluster old_cluster;
+    old_cluster.create_topic("orders", 2);
+    produce(old_cluster, 20, 0);
+    assigned_t src(options_for(old_cluster), {p0, p1});
+    co::pipeline<assigned_t, wrapped_t, policy_t> p(src, wrapped, co::settings{.batch_size = 8});
+    CHECK(pump_to(p, sink, 20) == 40);
+  }
+  REQUIRE(stored_fingerprint(sink, p0).has_value());
+  kf::mock_cluster recreated;
+  recreated.create_topic("orders", 2);
+  produce(recreated, 30, 100000);
+  assigned_t src(options_for(recreated), {p0, p1});
+  co::pipeline<assigned_t, wrapped_t, policy_t> p(src, wrapped, co::settings{.batch_size = 8});
+  bool stopped = false;
+  try {
+    for (int i = 0; i < 50; ++i)
+      (void)p.poll_once();
+  } catch (const co::offset_reused& e) {
+    stopped = true;
+    CHECK(e.stored() == co::position{20});
+  }
+  CHECK(stopped);
+  CHECK(rows_in(sink) == 40);
+}
+
+TEST_CASE("a recreated topic is not read from a SQLite position store's positions (AtLeastOnce)") {
+  // The positions outside the sink's transaction, in a position store of the same database:
+  // the store keeps the fingerprint beside each position as the sink does.
+  using al_policy = co::AtLeastOnce<>;
+  using al_source = kf::assigned_source<order_event, al_policy>;
+  using store_t = sq::position_store<>;
+  using al_pipeline = co::pipeline<al_source, sink_t, al_policy, co::with_store<store_t>>;
+  static_assert(co::fingerprinting_position_store<store_t>);
+  test_support::scratch_dir dir;
+  sink_t sink(dir / "orders.sqlite");
+  store_t store(sink);
+  const auto at = [&](std::int64_t n) {
+    return store.load(p0) == co::position{n} && store.load(p1) == co::position{n};
+  };
+  {
+    kf::mock_cluster old_cluster;
+    old_cluster.create_topic("orders", 2);
+    produce(old_cluster, 20, 0);
+    al_source src(options_for(old_cluster), {p0, p1});
+    al_pipeline p(src, sink, store, co::settings{.batch_size = 8});
+    CHECK(pump(p, [&] { return at(20); }) == 40);
+    // Resumed on the same topic: exactly the new records (the one compared is not handed out).
+    produce(old_cluster, 5, 0);
+    al_source again(options_for(old_cluster), {p0, p1});
+    al_pipeline q(again, sink, store, co::settings{.batch_size = 8});
+    CHECK(pump(q, [&] { return at(25); }) == 10);
+  }
+  REQUIRE(store.load(p0) == co::position{25});
+  REQUIRE(store.loaded_fingerprint().has_value());
+  kf::mock_cluster recreated;
+  recreated.create_topic("orders", 2);
+  produce(recreated, 40, 100000);
+  al_source src(options_for(recreated), {p0, p1});
+  al_pipeline p(src, sink, store, co::settings{.batch_size = 8});
+  bool stopped = false;
+  try {
+    for (int i = 0; i < 50; ++i)
+      (void)p.poll_once();
+  } catch (const co::offset_reused& e) {
+    stopped = true;
+    CHECK(e.stored() == co::position{25});
+  }
+  CHECK(stopped);
+  CHECK(rows_in(sink) == 40);  // the old topic's 40 orders (its last 10 records updated them)
+  CHECK(store.load(p0) == co::position{25});
+  CHECK(store.load(p1) == co::position{25});
 }

@@ -256,6 +256,30 @@ TEST_CASE("a PostgreSQL position keeps the fingerprint of the record it follows"
   sink.rollback();
 }
 
+TEST_CASE("a PostgreSQL position store keeps the fingerprint of the record a position follows") {
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_store_fingerprint");
+  using store_t = pg::position_store<pg::buffered>;
+  static_assert(co::fingerprinting_position_store<store_t>);
+  const co::partition_id k{1};
+  pg::store_options o;
+  o.stream = "fingerprints";
+  o.schema = schema;
+  store_t store(conninfo(), o);
+  CHECK_FALSE(store.load(k).has_value());
+  CHECK_FALSE(store.loaded_fingerprint().has_value());
+  store.commit(k, co::position{9}, 0xfedcba9876543210ULL);
+  CHECK(store.load(k) == co::position{9});
+  CHECK(store.loaded_fingerprint() == 0xfedcba9876543210ULL);
+  store.commit(k, co::position{12});  // without one: none, not the old one
+  CHECK(store.load(k) == co::position{12});
+  CHECK_FALSE(store.loaded_fingerprint().has_value());
+  store.commit(k, co::position{13}, 42);
+  // A writer that moves the position and keeps no fingerprint (an earlier version): none.
+  client(conninfo(), schema).exec("UPDATE commit_order_positions SET position = 20");
+  CHECK(store.load(k) == co::position{20});
+  CHECK_FALSE(store.loaded_fingerprint().has_value());
+}
+
 TEST_CASE("a PostgreSQL position store that vouches for nothing must name its consumer") {
   // A sink of the user's own names no table and a memory log no source: two such consumers of
   // one database with default store options would share one row.

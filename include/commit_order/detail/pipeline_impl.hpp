@@ -124,6 +124,26 @@ struct loop_traits final {
   static constexpr bool checks_start_record = !async && fencing &&
                                               fingerprinted_start_source<source_type> &&
                                               fingerprinting_sink<sink_type>;
+  /// The same for a single-partition source that reads a record at an offset on demand (the
+  /// file log): the record before the claimed position is compared in the claim's transaction.
+  static constexpr bool checks_claimed_record =
+      !partitioned && !async && fencing && !checks_start_record &&
+      fingerprinted_source<source_type> && fingerprinting_sink<sink_type>;
+  /// Positions go to the sink with the fingerprint of the record they follow.
+  static constexpr bool sink_fingerprints = checks_start_record || checks_claimed_record;
+  /// The same with a position store that keeps fingerprints (one request per partition: a
+  /// store that commits a unit's partitions in one request is Kafka's own, whose offsets go
+  /// with a deleted topic).
+  static constexpr bool checks_store_start = [] {
+    if constexpr (has_store && !async && !auto_commit && facts.uses_position_store &&
+                  fingerprinted_start_source<source_type>)
+      return fingerprinting_position_store<typename Config::store_type> &&
+             !batch_position_store<typename Config::store_type>;
+    else
+      return false;
+  }();
+  /// The source keeps fingerprints of what it hands out.
+  static constexpr bool source_fingerprints = checks_start_record || checks_store_start;
   static constexpr bool faults_enabled = Config::has_faults;
   /// A non-transactional write followed by a position commit leaves a durable prefix behind a
   /// failed record; the position may cover exactly that prefix.
@@ -237,6 +257,10 @@ class pipeline_impl {
   static constexpr bool fencing = traits::fencing;
   static constexpr bool checks_offsets = traits::checks_offsets;
   static constexpr bool checks_start_record = traits::checks_start_record;
+  static constexpr bool checks_claimed_record = traits::checks_claimed_record;
+  static constexpr bool sink_fingerprints = traits::sink_fingerprints;
+  static constexpr bool checks_store_start = traits::checks_store_start;
+  static constexpr bool source_fingerprints = traits::source_fingerprints;
   static constexpr bool faults_enabled = traits::faults_enabled;
   static constexpr bool prefix_commit = traits::prefix_commit;
   static constexpr bool per_record_handling = traits::per_record_handling;
@@ -314,7 +338,7 @@ class pipeline_impl {
     if constexpr (async)
       async_.restart();  // what an earlier run handed out has finished or been abandoned
     position first_start{};
-    if constexpr (checks_start_record)
+    if constexpr (source_fingerprints)
       source_->keep_fingerprints();
     if constexpr (group) {
       // Partitions come with the assignment, inside poll: nothing of an earlier assignment is
@@ -492,7 +516,7 @@ class pipeline_impl {
     std::vector<std::optional<epoch>> owners(owned.size());
     // The fingerprint stored with each partition's position, checked as the partition starts.
     [[maybe_unused]] std::vector<std::optional<std::uint64_t>> after(
-        checks_start_record ? owned.size() : 0);
+        source_fingerprints ? owned.size() : 0);
     if constexpr (facts.position_in_sink) {
       sink_->begin();
       try {
@@ -522,11 +546,20 @@ class pipeline_impl {
             if constexpr (checks_start_record) {
               if (stored)
                 after[i] = sink_->claimed_fingerprint();
+            } else if constexpr (checks_claimed_record) {
+              if (stored)
+                check_not_reused(*stored, sink_->claimed_fingerprint());
             }
           } else {
             stored = sink_load<partitioned>(*sink_, k);
           }
-          const position start = checked_start(k, stored);
+          position earliest{};
+          const position start = checked_start(k, stored, &earliest);
+          if constexpr (checks_start_record) {
+            // The record before the position is still retained, or there is nothing to compare.
+            if (!(earliest < start))
+              after[i].reset();
+          }
           if constexpr (has_watermark<partitioned, Sink> && facts.write_with_position) {
             // Rows and position commit together, so no row can be newer than the position. (An
             // order that writes outside the transaction legitimately leaves newer rows behind a
@@ -543,19 +576,26 @@ class pipeline_impl {
         throw;
       }
     } else {
-      for (const partition_id k : owned) {
+      for (std::size_t i = 0; i < owned.size(); ++i) {
+        const partition_id k = owned[i];
         const std::optional<position> stored = store_load<partitioned>(*store_, k);
-        const position start = checked_start(k, stored);
+        position earliest{};
+        const position start = checked_start(k, stored, &earliest);
+        if constexpr (checks_store_start) {
+          // Compared only while the record before the position is retained.
+          if (stored && earliest < start)
+            after[i] = store_->loaded_fingerprint();
+        }
         if constexpr (checks_offsets) {
           if (stored)
-            check_not_reused(*stored);
+            check_not_reused(*stored, store_->load_fingerprint());
         }
         starts.push_back(start_at{k, start});
       }
     }
     for (std::size_t i = 0; i < starts.size(); ++i)
       take(starts[i], owners[i]);
-    if constexpr (checks_start_record) {
+    if constexpr (source_fingerprints) {
       // Told before the source starts the partitions there (the seek, or the assignment the
       // listener's answer becomes).
       for (std::size_t i = 0; i < starts.size(); ++i) {
@@ -572,8 +612,11 @@ class pipeline_impl {
 
   // Where partition `k` starts, given what was stored for it: never below what the source
   // retains (records were deleted unapplied) and never past its end.
-  position checked_start(partition_id k, std::optional<position> stored) const {
+  position checked_start(partition_id k, std::optional<position> stored,
+                         position* earliest_out = nullptr) const {
     const position earliest = source_earliest(k);
+    if (earliest_out != nullptr)
+      *earliest_out = earliest;
     const position end = source_end(k);
     const position start = stored.value_or(settings_.initial_position.value_or(earliest));
     // Reading on from `earliest` instead would silently skip everything in between.
@@ -585,8 +628,7 @@ class pipeline_impl {
   }
 
   // The record before a stored position must be the one the position was committed after.
-  void check_not_reused(position stored) {
-    const std::optional<std::uint64_t> expected = store_->load_fingerprint();
+  void check_not_reused(position stored, std::optional<std::uint64_t> expected) {
     if (!expected || stored.value() == 0 || stored <= source_earliest(partition_id{0}))
       return;  // nothing to compare with: no fingerprint, or the record is not retained
     const offset before{stored.value() - 1};
@@ -902,7 +944,7 @@ class pipeline_impl {
         std::erase_if(unit_ends_,
                       [&](const start_at& s) { return !(entry(s.partition).committed < s.at); });
         try {
-          commit_unit(last, position{});
+          commit_unit(first, prefix_end, position{});
         } catch (const std::exception& x) {
           // The prefix need not be covered: refused while the group rebalances, it is read
           // again and absorbed. The record's failure is what this unit reports.
@@ -981,28 +1023,58 @@ class pipeline_impl {
   // The unit's positions, to the store: per partition in one request where the store takes
   // them so (batch_position_store), so a unit is never committed in one partition only.
   template <class It>
-  COMMIT_ORDER_INLINE void commit_unit(It last, position unit_end) {
+  COMMIT_ORDER_INLINE void commit_unit(It first, It last, position unit_end) {
     if constexpr (partitioned) {
-      (void)last;
       (void)unit_end;
       if constexpr (batch_position_store<Store>) {
+        (void)first;
+        (void)last;
         store_->commit(std::span<const start_at>(unit_ends_));
         for (const start_at& s : unit_ends_)
           entry(s.partition).committed = s.at;
       } else {
         for (const start_at& s : unit_ends_) {
-          store_commit<partitioned>(*store_, s.partition, s.at);
+          if constexpr (checks_store_start) {
+            // With the fingerprint of the record the position follows, when the records at hand
+            // hold it (a failed unit's prefix may stop a partition at its first record).
+            if (const auto f = fingerprint_before(first, last, s.partition, s.at))
+              store_->commit(s.partition, s.at, *f);
+            else
+              store_commit<partitioned>(*store_, s.partition, s.at);
+          } else {
+            (void)first;
+            (void)last;
+            store_commit<partitioned>(*store_, s.partition, s.at);
+          }
           entry(s.partition).committed = s.at;
         }
       }
     } else if constexpr (checks_offsets) {
+      (void)first;
       store_->commit(unit_end, source_->fingerprint(*(last - 1)));
       committed_ = unit_end;
+    } else if constexpr (checks_store_start) {
+      (void)first;
+      store_->commit(partition_id{0}, unit_end, source_->fingerprint(*(last - 1)));
+      committed_ = unit_end;
     } else {
+      (void)first;
       (void)last;
       store_commit<partitioned>(*store_, partition_id{0}, unit_end);
       committed_ = unit_end;
     }
+  }
+
+  // The fingerprint of the record of partition `k` just before position `p`, if [first, last)
+  // holds it.
+  template <class It>
+  std::optional<std::uint64_t> fingerprint_before(It first, It last, partition_id k, position p) {
+    for (It it = last; it != first; --it) {
+      const auto& r = *(it - 1);
+      if (partition_of(r) == k && position::after(offset_of(r)) == p)
+        return source_->fingerprint(r);
+    }
+    return std::nullopt;
   }
 
   template <step_kind Step, std::size_t Index, class It>
@@ -1027,7 +1099,7 @@ class pipeline_impl {
     } else if constexpr (Step == step_kind::commit_position) {
       if constexpr (interruptible) {
         try {
-          commit_unit(last, unit_end);
+          commit_unit(first, last, unit_end);
         } catch (const std::exception& e) {
           if (dynamic_cast<const commit_interrupted*>(&e) == nullptr)
             throw;
@@ -1037,7 +1109,7 @@ class pipeline_impl {
           throw unit_abandoned{};
         }
       } else {
-        commit_unit(last, unit_end);
+        commit_unit(first, last, unit_end);
       }
       notify_unit_committed(unit_end);
     } else if constexpr (Step == step_kind::begin) {
@@ -1047,8 +1119,11 @@ class pipeline_impl {
       if constexpr (partitioned) {
         for (const start_at& s : unit_ends_) {
           if constexpr (checks_start_record) {
-            sink_->store_position(s.partition, s.at, owner_of(s.partition),
-                                  source_->fingerprint(last_of(first, last, s.partition)));
+            // A unit holds the record before each of its positions.
+            if (const auto f = fingerprint_before(first, last, s.partition, s.at))
+              sink_->store_position(s.partition, s.at, owner_of(s.partition), *f);
+            else
+              sink_store<partitioned>(*sink_, s.partition, s.at, owner_of(s.partition));
           } else if constexpr (fencing) {
             // The epoch this consumer claimed the partition at: a cooperative rebalance keeps
             // it on a partition retained across generations.
@@ -1057,7 +1132,7 @@ class pipeline_impl {
             sink_store<partitioned>(*sink_, s.partition, s.at);
           }
         }
-      } else if constexpr (checks_start_record) {
+      } else if constexpr (sink_fingerprints) {
         sink_->store_position(partition_id{0}, unit_end, *owner_,
                               source_->fingerprint(*(last - 1)));
       } else if constexpr (fencing) {
@@ -1081,15 +1156,6 @@ class pipeline_impl {
     // TimedCommitPosition is not run in order: the timer is consulted at every boundary.
     tick();
     fault(fault_point::kind::after_step, Step, Index, 0, unit_end, unit_index);
-  }
-
-  // The unit's last record of partition `k` (the unit holds one).
-  template <class It>
-  static decltype(auto) last_of(It first, It last, partition_id k) {
-    It it = last;
-    while (it != first && partition_of(*(it - 1)) != k)
-      --it;
-    return *(it - 1);
   }
 
   epoch owner_of(partition_id k) const {

@@ -26,6 +26,8 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -226,6 +228,15 @@ class forwarding_sink : public detail::forwarded_key<std::remove_reference_t<Inn
   void store_position(partition_id k, position p,
                       epoch e) requires detail::can_store_fenced_partition_position<sink_type> {
     guard_([&] { inner_.store_position(k, p, e); });
+  }
+  /// A fingerprinting sink's store and claim answer: a wrapper that dropped them would store
+  /// positions without the fingerprint, and a recreated source would be read from the middle.
+  void store_position(partition_id k, position p, epoch e,
+                      std::uint64_t f) requires fingerprinting_sink<sink_type> {
+    guard_([&] { inner_.store_position(k, p, e, f); });
+  }
+  std::optional<std::uint64_t> claimed_fingerprint() const requires fingerprinting_sink<sink_type> {
+    return guard_([&] { return inner().claimed_fingerprint(); });
   }
   decltype(auto) claim(partition_id k, epoch e) requires detail::can_claim_partition<sink_type> {
     return guard_([&]() -> decltype(auto) { return inner_.claim(k, e); });

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -70,39 +71,34 @@ class position_store final {
   [[nodiscard]] std::optional<position> load(partition_id k) const {
     if (!bound_to_.empty())
       reserve(k);
+    loaded_fingerprint_.reset();
     const result r = load_row(k);
     if (r.rows() == 0)
       return std::nullopt;
     if (!bound_to_.empty())
       check_binding(k, r);  // an unbound store has nothing to compare (it cannot write it)
+    if (!r.is_null(0, 3))
+      loaded_fingerprint_ = static_cast<std::uint64_t>(r.integer(0, 3));
     if (r.is_null(0, 0))
       return std::nullopt;
     return position{r.integer(0, 0)};
   }
 
+  /// The fingerprint stored with the position the last load returned (none when it was stored
+  /// without one, or the row's position was moved since by a writer that keeps none).
+  [[nodiscard]] std::optional<std::uint64_t> loaded_fingerprint() const noexcept {
+    return loaded_fingerprint_;
+  }
+
   /// Stores `p` for partition `k`; durable on return. Throws `fenced` when a fencing owner has
   /// claimed the partition, and position_bound_elsewhere when the row vouches for another table
   /// or source (the row is not changed).
-  void commit(partition_id k, position p) {
-    std::string part, pos;
-    detail::append_integer(part, k.value());
-    detail::append_integer(pos, p.value());
-    const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str(),
-                            pos.c_str(), bound_to_.empty() ? nullptr : bound_to_.c_str()};
-    db_.ensure();
-    const result r = db_.exec_prepared(detail::position_sql::store_bound, 5, values);
-    if (r.rows() != 1) {
-      const result row = load_row(k);
-      const epoch owner = row.rows() == 0 ? epoch{0} : epoch{row.integer(0, 1)};
-      // A row bound to something else than a bound store's is another consumer's, whatever its
-      // epoch: that is the blame (not a fencing, which says a newer copy of this consumer took
-      // over). An unbound store can tell only when the epoch is its own.
-      if (row.rows() != 0 && (!bound_to_.empty() || owner == epoch{0}))
-        check_binding(k, row);
-      throw fenced(epoch{0}, owner, k);
-    }
-    ++commits_;
-  }
+  void commit(partition_id k, position p) { store(k, p, std::nullopt); }
+
+  /// The same, with the fingerprint of the record `p` follows (fingerprinting_position_store):
+  /// kept in the row and returned with the position by the next load, so that a source rebuilt
+  /// under the position (a topic deleted and recreated under its name) is caught.
+  void commit(partition_id k, position p, std::uint64_t fingerprint) { store(k, p, fingerprint); }
 
   /// Binds the positions to what they vouch for: the sink's data table and the source's
   /// identity (the pipeline calls it before recovery, with what its sink and source name). A
@@ -138,6 +134,34 @@ class position_store final {
   [[nodiscard]] connection& database() noexcept { return db_; }
 
  private:
+  // One partition's row, with a fingerprint or none; durable on return.
+  void store(partition_id k, position p, std::optional<std::uint64_t> fingerprint) {
+    std::string part, pos, print;
+    detail::append_integer(part, k.value());
+    detail::append_integer(pos, p.value());
+    if (fingerprint)
+      detail::append_integer(print, static_cast<std::int64_t>(*fingerprint));
+    const char* values[] = {options_.stream.c_str(),
+                            options_.topic.c_str(),
+                            part.c_str(),
+                            pos.c_str(),
+                            bound_to_.empty() ? nullptr : bound_to_.c_str(),
+                            fingerprint ? print.c_str() : nullptr};
+    db_.ensure();
+    const result r = db_.exec_prepared(detail::position_sql::store_bound, 6, values);
+    if (r.rows() != 1) {
+      const result row = load_row(k);
+      const epoch owner = row.rows() == 0 ? epoch{0} : epoch{row.integer(0, 1)};
+      // A row bound to something else than a bound store's is another consumer's, whatever its
+      // epoch: that is the blame (not a fencing, which says a newer copy of this consumer took
+      // over). An unbound store can tell only when the epoch is its own.
+      if (row.rows() != 0 && (!bound_to_.empty() || owner == epoch{0}))
+        check_binding(k, row);
+      throw fenced(epoch{0}, owner, k);
+    }
+    ++commits_;
+  }
+
   void reserve(partition_id k) const {
     std::string part;
     detail::append_integer(part, k.value());
@@ -186,6 +210,7 @@ class position_store final {
   std::string data_table_;     ///< the sink's table the positions vouch for (bind_to)
   std::string data_database_;  ///< its database, when it is not the positions' own
   std::string bound_to_;       ///< what the positions vouch for (bind_to); empty: unbound
+  mutable std::optional<std::uint64_t> loaded_fingerprint_;  ///< of the last load's row
   std::size_t commits_ = 0;
 };
 

@@ -115,8 +115,9 @@ struct position_sql final {
                        "it was written before positions kept the fingerprint of the record they "
                        "follow");
     }
-    db.prepare(load, concat("SELECT position, owner_epoch, bound_to FROM ", p,
-                            " WHERE stream = $1 AND topic = $2 AND \"partition\" = $3"));
+    db.prepare(load,
+               concat("SELECT position, owner_epoch, bound_to, ", fingerprint_returned, " FROM ", p,
+                      " WHERE stream = $1 AND topic = $2 AND \"partition\" = $3"));
     // A claim binds an unbound row to the claimer's data table ($5, $4; NULL for a claimer
     // without one) and returns the binding the row holds after it: the sink refuses another
     // table's (its transaction is rolled back), it never takes it over.
@@ -193,9 +194,11 @@ struct position_sql final {
     const std::string p = require_identifier(where.position_table, "position table name");
     db.prepare(store_bound,
                concat("INSERT INTO ", p,
-                      " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to)"
-                      " VALUES ($1, $2, $3, $4, 0, $5) ON CONFLICT (stream, topic, \"partition\")"
-                      " DO UPDATE SET position = excluded.position, bound_to = excluded.bound_to"
+                      " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to,"
+                      " fingerprint, fingerprint_position) VALUES ($1, $2, $3, $4, 0, $5, $6, $4)"
+                      " ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET position ="
+                      " excluded.position, bound_to = excluded.bound_to, fingerprint ="
+                      " excluded.fingerprint, fingerprint_position = excluded.fingerprint_position"
                       " WHERE t.owner_epoch = excluded.owner_epoch AND (t.bound_to IS NULL OR"
                       " t.bound_to IS NOT DISTINCT FROM excluded.bound_to) RETURNING 1"));
     // A bound store reserves its row when it first reads it: a second consumer that starts at

@@ -114,7 +114,8 @@ inline std::string positions_definition(std::string_view quoted_table) {
   return concat("CREATE TABLE IF NOT EXISTS ", quoted_table,
                 " (stream TEXT NOT NULL, topic TEXT NOT NULL, \"partition\" INTEGER NOT NULL,"
                 " position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT 0, bound_to TEXT,"
-                " fingerprint INTEGER, fingerprint_position INTEGER, PRIMARY KEY (stream, topic, \"partition\"))");
+                " fingerprint INTEGER, fingerprint_position INTEGER, PRIMARY KEY (stream, topic, "
+                "\"partition\"))");
 }
 
 inline std::string claims_definition(std::string_view quoted_table) {

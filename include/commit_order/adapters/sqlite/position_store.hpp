@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -85,6 +86,21 @@ class position_store final {
     if (!own_ && db_->in_transaction()) [[unlikely]]
       throw_inside_transaction();
     positions_->store_bound(k, p, epoch{0});
+  }
+
+  /// The same, with the fingerprint of the record `p` follows (fingerprinting_position_store):
+  /// kept in the row and returned with the position by the next load, so that a source rebuilt
+  /// under the position (a topic deleted and recreated under its name) is caught.
+  void commit(partition_id k, position p, std::uint64_t fingerprint) {
+    if (!own_ && db_->in_transaction()) [[unlikely]]
+      throw_inside_transaction();
+    positions_->store_bound(k, p, epoch{0}, fingerprint);
+  }
+
+  /// The fingerprint stored with the position the last load returned (none when it was stored
+  /// without one, or the row's position was moved since by a writer that keeps none).
+  [[nodiscard]] std::optional<std::uint64_t> loaded_fingerprint() const noexcept {
+    return positions_->loaded_fingerprint();
   }
 
   /// Binds the positions to what they vouch for: the sink's data table and the source's

@@ -58,8 +58,8 @@ class position_table final {
       db.exec(positions_definition(table_));
     add_missing_columns(db, table_, create);
     const std::string key = "stream = ?1 AND topic = ?2 AND \"partition\" = ?3";
-    load_.emplace(
-        db.prepare(concat("SELECT position, owner_epoch, bound_to FROM ", table_, " WHERE ", key)));
+    load_.emplace(db.prepare(concat("SELECT position, owner_epoch, bound_to, ", fingerprint_sql,
+                                    " FROM ", table_, " WHERE ", key)));
     // The WHERE makes the write conditional on ownership: a stale owner's upsert changes no
     // row, which is how it learns it was fenced, inside the transaction it must roll back.
     // The fingerprint is stored with the position it belongs to: a writer that moves the
@@ -95,9 +95,11 @@ class position_table final {
     // store vouches for, and changes no row bound to anything else (NULL matches only NULL).
     store_bound_.emplace(db.prepare(concat(
         "INSERT INTO ", table_,
-        " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3, ?4,"
-        " ?5, ?6) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET position ="
-        " excluded.position, bound_to = excluded.bound_to WHERE ",
+        " (stream, topic, \"partition\", position, owner_epoch, bound_to, fingerprint,"
+        " fingerprint_position) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?4) ON CONFLICT (stream, topic,"
+        " \"partition\") DO UPDATE SET position = excluded.position, bound_to = excluded.bound_to,"
+        " fingerprint = excluded.fingerprint, fingerprint_position = excluded.fingerprint_position"
+        " WHERE ",
         table_, ".owner_epoch = excluded.owner_epoch AND (", table_, ".bound_to IS NULL OR ",
         table_, ".bound_to IS excluded.bound_to)")));
     // A bound store reserves its row when it first reads it: a second consumer that starts at
@@ -168,13 +170,18 @@ class position_table final {
   /// A position store's write of `p` for partition `k` as owner `e`: binds the row to what the
   /// store vouches for; throws `fenced` when another owner holds it and
   /// position_bound_elsewhere when the row vouches for something else.
-  void store_bound(partition_id k, position p, epoch e) {
+  void store_bound(partition_id k, position p, epoch e,
+                   std::optional<std::uint64_t> fingerprint = std::nullopt) {
     {
       statement& s = *store_bound_;
       reset_on_exit reset(s);
       s.bind(3, k.value());
       s.bind(4, p.value());
       s.bind(5, e.value());
+      if (fingerprint)
+        s.bind(7, static_cast<std::int64_t>(*fingerprint));
+      else
+        s.bind_null(7);
       s.step();
     }
     if (db_->changes() != 1) [[unlikely]] {
@@ -192,6 +199,7 @@ class position_table final {
     statement& s = *load_;
     reset_on_exit reset(s);
     s.bind(3, k.value());
+    loaded_fingerprint_.reset();
     if (!s.step())
       return std::nullopt;
     if (check && !s.column_is_null(2)) {
@@ -201,6 +209,7 @@ class position_table final {
       if (held != bound_to_) [[unlikely]]
         throw_bound_elsewhere(k, held);
     }
+    loaded_fingerprint_ = fingerprint_in(s, 3);
     if (s.column_is_null(0))
       return std::nullopt;
     return position{s.column_int64(0)};
@@ -250,6 +259,10 @@ class position_table final {
   /// it was stored without one, or there was none).
   [[nodiscard]] std::optional<std::uint64_t> claimed_fingerprint() const noexcept {
     return claimed_fingerprint_;
+  }
+  /// The same for the position the last load_bound returned.
+  [[nodiscard]] std::optional<std::uint64_t> loaded_fingerprint() const noexcept {
+    return loaded_fingerprint_;
   }
 
   [[nodiscard]] const std::string& topic() const noexcept { return topic_; }
@@ -398,6 +411,7 @@ class position_table final {
   std::optional<statement> claim_;
   std::optional<statement> claim_next_;
   std::optional<std::uint64_t> claimed_fingerprint_;
+  std::optional<std::uint64_t> loaded_fingerprint_;
 };
 
 /// The record of every claim of one (stream, topic): partition, epoch, member, time. Written in

@@ -753,37 +753,21 @@ class consumer_core final : public client_core {
   }
 
   // Partition q, stopped by librdkafka, reads again from q.next. Under auto.offset.reset=error
-  // librdkafka stops a partition whose fetch was out of range, and refuses to seek a partition
-  // it is not fetching (the seek fails asynchronously, and nothing more arrives): it is
-  // assigned again. A manual assignment is started again whole (start_manual, at the next
-  // poll); a group member's is changed outside the rebalance callback, as librdkafka allows.
+  // librdkafka stops a partition whose fetch was out of range, and ignores a seek of a
+  // partition it is not fetching (the seek fails asynchronously, and nothing more arrives). A
+  // manual assignment is started again whole at the next poll (start_manual, at each
+  // partition's next offset, which a seek before that poll sets). A group member's is only
+  // sought: assigning it again outside the rebalance callback would race with the group's own
+  // assignment and with the seeks that follow (a seek made while librdkafka restarts its
+  // fetchers is lost, and the partition resumes past records never handed out), and would
+  // clear a lost assignment's flag. So a group member's stopped partition waits for its next
+  // assignment, a visible stall, never a skip.
   void restart(part& q) {
     if (kind() == assignment_kind::manual) {
       started_ = false;
       return;
     }
-    if (rebalance_protocol() == protocol::cooperative) {
-      list_ptr list = make_list(1);
-      rd_kafka_topic_partition_list_add(list.get(), topic().c_str(), q.k.value())->offset = q.next;
-      q.seek_to = no_seek;
-      if (error_ptr e{rd_kafka_incremental_unassign(rk_.get(), list.get())})
-        throw client_error("restarting partition " + std::to_string(q.k.value()) + " of " + topic(),
-                           rd_kafka_error_code(e.get()), rd_kafka_error_string(e.get()));
-      if (error_ptr e{rd_kafka_incremental_assign(rk_.get(), list.get())})
-        throw client_error("restarting partition " + std::to_string(q.k.value()) + " of " + topic(),
-                           rd_kafka_error_code(e.get()), rd_kafka_error_string(e.get()));
-      return;
-    }
-    // Eager: the list is the whole assignment, each partition at its first record not handed
-    // out (a pending seek is to exactly there).
-    list_ptr list = make_list(static_cast<int>(owned_.size()));
-    for (part& o : owned_) {
-      rd_kafka_topic_partition_list_add(list.get(), topic().c_str(), o.k.value())->offset = o.next;
-      o.seek_to = no_seek;
-    }
-    if (const auto e = rd_kafka_assign(rk_.get(), list.get()); e != RD_KAFKA_RESP_ERR_NO_ERROR)
-      throw client_error("restarting partition " + std::to_string(q.k.value()) + " of " + topic(),
-                         e);
+    q.seek_to = q.next;
   }
 
   // A message taken from librdkafka and not handed out: its partition reads it again.
@@ -929,10 +913,12 @@ class consumer_core final : public client_core {
         return true;
       }
       if (at < lo) {
+        restart(*q);  // read again wherever the pipeline seeks it next
         fail(std::make_exception_ptr(position_lost(k, position{stored}, position{lo})));
         return false;
       }
       if (at > hi) {
+        restart(*q);
         fail(std::make_exception_ptr(position_beyond_end(k, position{stored}, position{hi})));
         return false;
       }
