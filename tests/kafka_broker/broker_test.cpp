@@ -66,6 +66,9 @@ class broker final {
     char err[512];
     rd_kafka_conf_t* conf = rd_kafka_conf_new();
     rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap_.c_str(), err, sizeof err);
+    // watermarks() asks for the high watermark, past any open transaction (librdkafka's
+    // default, read_committed, would answer the last stable offset).
+    rd_kafka_conf_set(conf, "isolation.level", "read_uncommitted", err, sizeof err);
     rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
     REQUIRE_MESSAGE(rk_ != nullptr, err);
     queue_ = rd_kafka_queue_new(rk_);
@@ -170,6 +173,18 @@ class broker final {
     CHECK(done->elems[0].offset == before);  // the new log start
   }
 
+  /// Waits until partition k's end offset is `hi` (a transaction's markers are written after
+  /// the commit or abort returns), or fails after 30 s naming what it is.
+  void wait_end(const std::string& topic, co::partition_id k, std::int64_t hi) const {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    std::int64_t now = -1;
+    while ((now = watermarks(topic, k).second) != hi) {
+      REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                      "partition " << k.value() << "'s end is " << now << ", not " << hi);
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
   /// The earliest and the end offset of `topic`'s partition `k`.
   [[nodiscard]] std::pair<std::int64_t, std::int64_t> watermarks(const std::string& topic,
                                                                  co::partition_id k) const {
@@ -254,6 +269,90 @@ std::size_t pump_to(pipeline_t& p, const sink_t& sink, std::int64_t each) {
   return n;
 }
 
+/// A producer on librdkafka's C API directly, for what kf::producer does not do: keys (a
+/// compacted topic) and transactions (transactional.id set: every send is inside begin() ..
+/// commit() or abort()). Every call waits for the broker's answer.
+class raw_producer final {
+ public:
+  raw_producer(const broker& b, std::string topic, const std::string& transactional_id = "")
+      : topic_(std::move(topic)) {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    kf::properties p = b.producer_config();
+    if (!transactional_id.empty()) {
+      p.emplace("transactional.id", transactional_id);
+      p.emplace("transaction.timeout.ms", "30000");
+    }
+    for (const auto& [key, value] : p)
+      REQUIRE(rd_kafka_conf_set(conf, key.c_str(), value.c_str(), err, sizeof err) ==
+              RD_KAFKA_CONF_OK);
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    REQUIRE_MESSAGE(rk_ != nullptr, err);
+    if (!transactional_id.empty())
+      check("init_transactions", rd_kafka_init_transactions(rk_, 30000));
+  }
+  raw_producer(const raw_producer&) = delete;
+  raw_producer& operator=(const raw_producer&) = delete;
+  ~raw_producer() { rd_kafka_destroy(rk_); }
+
+  void begin() { check("begin_transaction", rd_kafka_begin_transaction(rk_)); }
+  void commit() { check("commit_transaction", rd_kafka_commit_transaction(rk_, 30000)); }
+  void abort() { check("abort_transaction", rd_kafka_abort_transaction(rk_, 30000)); }
+
+  /// Queues `e` for partition k, with `key` unless it is empty.
+  void send(co::partition_id k, const order_event& e, const std::string& key = "") {
+    std::vector<std::byte> value;
+    kf::trivial_codec<order_event>::encode(e, value);
+    rd_kafka_vu_t vu[5] = {};
+    std::size_t n = 0;
+    vu[n].vtype = RD_KAFKA_VTYPE_TOPIC;
+    vu[n++].u.cstr = topic_.c_str();
+    vu[n].vtype = RD_KAFKA_VTYPE_PARTITION;
+    vu[n++].u.i32 = k.value();
+    vu[n].vtype = RD_KAFKA_VTYPE_VALUE;
+    vu[n].u.mem.ptr = value.data();
+    vu[n++].u.mem.size = value.size();
+    vu[n].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+    vu[n++].u.i = RD_KAFKA_MSG_F_COPY;
+    if (!key.empty()) {
+      vu[n].vtype = RD_KAFKA_VTYPE_KEY;
+      vu[n].u.mem.ptr = const_cast<char*>(key.data());
+      vu[n++].u.mem.size = key.size();
+    }
+    check("produce", rd_kafka_produceva(rk_, vu, n));
+  }
+
+  /// Waits until every message sent is acknowledged.
+  void flush() {
+    const auto e = rd_kafka_flush(rk_, 30000);
+    REQUIRE_MESSAGE(e == RD_KAFKA_RESP_ERR_NO_ERROR, rd_kafka_err2name(e));
+  }
+
+ private:
+  static void check(const char* what, rd_kafka_error_t* e) {
+    if (e == nullptr)
+      return;
+    const std::string why = rd_kafka_error_string(e);
+    rd_kafka_error_destroy(e);
+    FAIL(std::string(what) << ": " << why);
+  }
+
+  std::string topic_;
+  rd_kafka_t* rk_ = nullptr;
+};
+
+/// Polls `p` until `done()` holds, or fails after 30 s; returns the records handled.
+template <class Pipeline, class Done>
+std::size_t pump_until(Pipeline& p, const std::string& what, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  std::size_t n = 0;
+  while (!done()) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "not within 30 s: " << what);
+    n += p.poll_once();
+  }
+  return n;
+}
+
 struct row final {
   order_event event;
   std::int64_t partition = -1, offset = -1;
@@ -305,7 +404,10 @@ TEST_CASE("smoke: a consumer group reads 200 records into SQLite, each applied o
   // One row per record, each naming the partition and offset it came from.
   const auto rows = rows_of(sink);
   CHECK(rows.size() == 200);
-  for (const auto& [k, events] : sent)
+  // (No structured binding: clang 14 cannot capture one in doctest's INFO lambdas.)
+  for (const auto& sent_k : sent) {
+    const co::partition_id k = sent_k.first;
+    const std::vector<order_event>& events = sent_k.second;
     for (std::size_t i = 0; i < events.size(); ++i) {
       const auto it = rows.find(events[i].order_id);
       REQUIRE_MESSAGE(it != rows.end(), "order " << events[i].order_id << " has no row");
@@ -314,6 +416,7 @@ TEST_CASE("smoke: a consumer group reads 200 records into SQLite, each applied o
       CHECK(it->second.partition == k.value());
       CHECK(it->second.offset == static_cast<std::int64_t>(i));
     }
+  }
   CHECK(sink.load_position(p0) == co::position{100});
   CHECK(sink.load_position(p1) == co::position{100});
 
@@ -428,5 +531,183 @@ TEST_CASE(
   for (const auto& [id, r] : rows_of(sink))
     rows_p1 += r.partition == 1 ? 1 : 0;
   CHECK(rows_p1 == 40);
+  src.close();
+}
+
+namespace {
+
+/// Partition k's stored position, 0 when none.
+std::int64_t stored(const sink_t& sink, co::partition_id k) {
+  const auto p = sink.load_position(k);
+  return p ? p->value() : 0;
+}
+
+/// Transactions into both partitions: `n` records each, order ids `seed + 2 i + k`, committed
+/// or aborted. Returns what was sent, by partition.
+std::map<co::partition_id, std::vector<order_event>> transaction(raw_producer& prod, std::int64_t n,
+                                                                 std::int64_t seed, bool commit) {
+  std::map<co::partition_id, std::vector<order_event>> sent;
+  prod.begin();
+  for (std::int64_t i = 0; i < n; ++i)
+    for (const co::partition_id k : {p0, p1}) {
+      const order_event e{seed + 2 * i + k.value(), 7, 100 + i, 1};
+      prod.send(k, e);
+      sent[k].push_back(e);
+    }
+  // Written before the end of the transaction: an abort would otherwise purge what is still
+  // queued, and the aborted records would take no offsets.
+  prod.flush();
+  if (commit)
+    prod.commit();
+  else
+    prod.abort();
+  return sent;
+}
+
+/// Whether the rows of partition k are exactly `events`, each at its offset in `offsets`.
+bool rows_are(sink_t& sink, co::partition_id k, const std::vector<order_event>& events,
+              const std::vector<std::int64_t>& offsets) {
+  REQUIRE(events.size() == offsets.size());
+  std::map<std::int64_t, row> mine;
+  for (const auto& [id, r] : rows_of(sink))
+    if (r.partition == k.value())
+      mine[id] = r;
+  if (mine.size() != events.size())
+    return false;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto it = mine.find(events[i].order_id);
+    if (it == mine.end() || !(it->second.event == events[i]) || it->second.offset != offsets[i])
+      return false;
+  }
+  return true;
+}
+
+template <class T>
+std::vector<T> concat(std::vector<T> a, const std::vector<T>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<std::int64_t> range(std::int64_t from, std::int64_t to) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = from; i < to; ++i)
+    out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("transactional input: read_committed applies committed records once, none aborted") {
+  broker b;
+  test_support::scratch_dir dir;
+  const std::string topic = unique("txn");
+  const std::string group = unique("ledger");
+  b.create_topic(topic, 2);
+  raw_producer prod(b, topic, unique("txn-producer"));
+  // Per partition: committed at 0..4 (its marker at 5), aborted at 6..8 (marker 9), committed
+  // at 10..13 (marker 14).
+  const auto t1 = transaction(prod, 5, 1000, true);
+  (void)transaction(prod, 3, 2000, false);
+  const auto t3 = transaction(prod, 4, 3000, true);
+  for (const co::partition_id k : {p0, p1})
+    b.wait_end(topic, k, 15);
+
+  sink_t sink(dir / "orders.sqlite");
+  std::size_t applied = 0;
+  {
+    group_t src(b.consumer(topic, group));
+    pipeline_t p(src, sink, co::settings{.batch_size = 16});
+    // The last committed record is at 13: its position, 14, is the marker's offset.
+    applied = pump_until(p, "both positions past the last committed record",
+                         [&] { return stored(sink, p0) >= 14 && stored(sink, p1) >= 14; });
+    for (const co::partition_id k : {p0, p1}) {
+      INFO("partition " << k.value());
+      // The positions stepped over the aborted records (6..8) and their marker: the last
+      // record applied is 13, nothing is waited for in between.
+      CHECK(rows_are(sink, k, concat(t1.at(k), t3.at(k)), concat(range(0, 5), range(10, 14))));
+      const auto pr = p.progress(k);
+      CHECK(pr.read == co::position{stored(sink, k)});
+      CHECK(pr.committed == pr.read);
+      CHECK(pr.source_end == co::position{15});  // read_committed's end: the last stable offset
+    }
+    src.close();
+  }
+  CHECK(applied == 18);  // each committed record handed to the sink once, no aborted one
+
+  // A restart: the next member resumes at the stored positions, reads nothing again, and
+  // applies the next committed transaction (15..16, marker 17) as soon as it is there.
+  group_t src(b.consumer(topic, group));
+  pipeline_t p(src, sink, co::settings{.batch_size = 16});
+  applied = pump_until(p, "the restarted member owns both partitions",
+                       [&] { return src.assignment().size() == 2; });
+  const auto t4 = transaction(prod, 2, 4000, true);
+  applied += pump_until(p, "both positions past the next transaction",
+                        [&] { return stored(sink, p0) >= 17 && stored(sink, p1) >= 17; });
+  CHECK(applied == 4);
+
+  // A transaction still open: its records are in the log (the high watermark is 19) but past
+  // the last stable offset (18); they are not handed out, and the end the pipeline sees is 18.
+  prod.begin();
+  for (const co::partition_id k : {p0, p1})
+    prod.send(k, order_event{5000 + k.value(), 7, 1, 1});
+  prod.flush();
+  for (const co::partition_id k : {p0, p1}) {
+    b.wait_end(topic, k, 19);
+    CHECK(p.progress(k).source_end == co::position{18});
+  }
+  for (int i = 0; i < 5; ++i)
+    applied += p.poll_once();
+  CHECK(applied == 4);
+  prod.abort();
+  for (const co::partition_id k : {p0, p1}) {
+    INFO("partition " << k.value());
+    CHECK(rows_are(sink, k, concat(concat(t1.at(k), t3.at(k)), t4.at(k)),
+                   concat(concat(range(0, 5), range(10, 14)), range(15, 17))));
+  }
+  src.close();
+}
+
+TEST_CASE(
+    "a topic recreated with a transaction marker before the stored position is not detected: "
+    "its first records are skipped") {
+  // What the fingerprint check cannot see (docs/adapters.md): the record before the stored
+  // position is compared only when it is there to read, and a transaction's marker is never
+  // delivered. This test pins today's behaviour: if it starts failing because the source now
+  // stops such a topic with offset_reused, the limitation is gone -- rename and invert it.
+  broker b;
+  test_support::scratch_dir dir;
+  const std::string topic = unique("recreated-txn");
+  const std::string group = unique("ledger");
+  b.create_topic(topic, 2);
+  (void)produce(b, topic, 30, 0);
+  sink_t sink(dir / "orders.sqlite");
+  CHECK(consume(b, topic, group, sink, 30) == 60);
+
+  // The recreated topic: committed records at 0..28, the marker at 29 -- the offset of the
+  // record the stored positions (30) were committed after -- then committed records at 30..39.
+  b.delete_topic(topic);
+  b.create_topic(topic, 2);
+  raw_producer prod(b, topic, unique("txn-producer"));
+  const auto first = transaction(prod, 29, 100000, true);
+  const auto next = transaction(prod, 10, 200000, true);
+  for (const co::partition_id k : {p0, p1})
+    b.wait_end(topic, k, 41);
+
+  group_t src(b.consumer(topic, group));
+  pipeline_t p(src, sink, co::settings{.batch_size = 16});
+  std::size_t applied = 0;
+  CHECK_NOTHROW(applied = pump_until(p, "both positions at 40", [&] {
+                  return stored(sink, p0) == 40 && stored(sink, p1) == 40;
+                }));
+  CHECK(applied == 20);  // 30..39 of each partition, read on without a comparison
+  const auto rows = rows_of(sink);
+  CHECK(rows.size() == 80);
+  for (const co::partition_id k : {p0, p1}) {
+    INFO("partition " << k.value());
+    for (const order_event& e : first.at(k))
+      CHECK(rows.count(e.order_id) == 0);  // the new topic's 0..28: never applied
+    for (std::size_t i = 0; i < next.at(k).size(); ++i)
+      CHECK(rows.at(next.at(k)[i].order_id).offset == static_cast<std::int64_t>(30 + i));
+  }
   src.close();
 }
