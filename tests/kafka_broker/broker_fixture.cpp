@@ -235,6 +235,9 @@ std::string server_properties(const fs::path& data, int client_port, int control
          "delete.topic.enable=true\n"
          "log.segment.bytes=1048576\n"
          "log.retention.check.interval.ms=1000\n"
+         // The log cleaner looks for work every 15 s by default: a compacted topic's test would
+         // wait that long for it.
+         "log.cleaner.backoff.ms=100\n"
          // The log cleaner allocates a 128 MiB dedupe buffer by default: more than the heap.
          "log.cleaner.dedupe.buffer.size=4194304\n"
          "num.network.threads=2\n"

@@ -103,13 +103,16 @@ class broker final {
 
   /// Creates `topic` with `partitions` partitions; retried while the broker still holds a
   /// deleted topic of that name.
-  void create_topic(const std::string& topic, int partitions) {
+  void create_topic(const std::string& topic, int partitions, const kf::properties& config = {}) {
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     for (;;) {
       char err[512];
       rd_kafka_NewTopic_t* nt =
           rd_kafka_NewTopic_new(topic.c_str(), partitions, 1, err, sizeof err);
       REQUIRE_MESSAGE(nt != nullptr, err);
+      for (const auto& [key, value] : config)
+        REQUIRE(rd_kafka_NewTopic_set_config(nt, key.c_str(), value.c_str()) ==
+                RD_KAFKA_RESP_ERR_NO_ERROR);
       rd_kafka_CreateTopics(rk_, &nt, 1, nullptr, queue_);
       rd_kafka_NewTopic_destroy(nt);
       event ev = wait_event();
@@ -710,4 +713,145 @@ TEST_CASE(
       CHECK(rows.at(next.at(k)[i].order_id).offset == static_cast<std::int64_t>(30 + i));
   }
   src.close();
+}
+
+namespace {
+
+/// The offsets partition k of `topic` holds now, read from its log start to its end by a plain
+/// consumer (no group, nothing committed).
+std::vector<std::int64_t> offsets_in(const broker& b, const std::string& topic,
+                                     co::partition_id k) {
+  const auto wm = b.watermarks(topic, k);
+  const std::int64_t lo = wm.first;
+  const std::int64_t hi = wm.second;
+  std::vector<std::int64_t> out;
+  if (lo == hi)
+    return out;
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  for (const auto& [key, value] : b.client_config())
+    REQUIRE(rd_kafka_conf_set(conf, key.c_str(), value.c_str(), err, sizeof err) ==
+            RD_KAFKA_CONF_OK);
+  REQUIRE(rd_kafka_conf_set(conf, "group.id", "offsets-reader", err, sizeof err) ==
+          RD_KAFKA_CONF_OK);
+  REQUIRE(rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof err) ==
+          RD_KAFKA_CONF_OK);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+  REQUIRE_MESSAGE(rk != nullptr, err);
+  rd_kafka_poll_set_consumer(rk);
+  rd_kafka_topic_partition_list_t* l = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(l, topic.c_str(), k.value())->offset = lo;
+  rd_kafka_assign(rk, l);
+  rd_kafka_topic_partition_list_destroy(l);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (out.empty() || out.back() < hi - 1) {
+    if (std::chrono::steady_clock::now() > deadline)
+      break;
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+    if (m == nullptr)
+      continue;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+      out.push_back(m->offset);
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+  REQUIRE_MESSAGE((!out.empty() && out.back() == hi - 1),
+                  "could not read " << topic << " to " << hi);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a compacted topic: positions pass the offsets compaction removed, nothing waits") {
+  broker b;
+  test_support::scratch_dir dir;
+  const std::string topic = unique("compacted");
+  const std::string group = unique("ledger");
+  // Segments roll at the first append 100 ms after they began; the cleaner (its backoff is
+  // 100 ms on the fixture's broker) then compacts every segment but the active one.
+  b.create_topic(topic, 1,
+                 {{"cleanup.policy", "compact"},
+                  {"segment.ms", "100"},
+                  {"min.cleanable.dirty.ratio", "0.01"},
+                  {"min.compaction.lag.ms", "0"}});
+  raw_producer prod(b, topic);
+  std::map<std::int64_t, order_event> sent;  // by offset
+  std::int64_t next = 0;
+  const auto send = [&](const std::string& key) {
+    const order_event e{next + 1, 7, 100 + next, 1};
+    prod.send(p0, e, key);
+    sent[next++] = e;
+  };
+  // 0..9 keys a0..a9, 10..14 keys b0..b4: read and stored at position 15.
+  for (int i = 0; i < 10; ++i)
+    send("a" + std::to_string(i));
+  for (int i = 0; i < 5; ++i)
+    send("b" + std::to_string(i));
+  prod.flush();
+  sink_t sink(dir / "orders.sqlite");
+  {
+    group_t src(b.consumer(topic, group));
+    pipeline_t p(src, sink, co::settings{.batch_size = 16});
+    CHECK(pump_until(p, "position 15", [&] { return stored(sink, p0) == 15; }) == 15);
+    src.close();
+  }
+  // 15..19 keys b5..b9, 20..29 keys b0..b9 again, 30..39 keys c0..c9: compaction removes
+  // 10..19, and the stored position 15 falls in the gap.
+  for (int i = 5; i < 10; ++i)
+    send("b" + std::to_string(i));
+  for (int i = 0; i < 10; ++i)
+    send("b" + std::to_string(i));
+  for (int i = 0; i < 10; ++i)
+    send("c" + std::to_string(i));
+  prod.flush();
+  // Records with keys of their own (never compacted away) roll the segment until the cleaner
+  // has removed 10..19.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::int64_t> present;
+  for (int roll = 0;; ++roll) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < t0 + 20s,
+                    "the log cleaner did not compact " << topic << " within 20 s");
+    std::this_thread::sleep_for(150ms);  // past segment.ms: the next append rolls
+    send("roll" + std::to_string(roll));
+    prod.flush();
+    present = offsets_in(b, topic, p0);
+    if (std::ranges::none_of(present, [](std::int64_t o) { return o >= 10 && o < 20; }))
+      break;
+  }
+  MESSAGE("compacted in "
+          << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s, "
+          << present.size() << " of " << next << " offsets left");
+  const std::int64_t end = next;
+  CHECK(b.watermarks(topic, p0) == std::pair<std::int64_t, std::int64_t>{0, end});
+  CHECK(present.size() == static_cast<std::size_t>(end - 10));  // only 10..19 went
+
+  // The member resumes at 15, inside the gap: it reads on from 20 (there is no record 14 to
+  // compare), applies every record there once and stores the end as its position.
+  const auto resume = [&](sink_t& into, const std::string& g, std::int64_t from) {
+    group_t src(b.consumer(topic, g));
+    pipeline_t p(src, into, co::settings{.batch_size = 16});
+    const std::size_t n =
+        pump_until(p, "the position at the end", [&] { return stored(into, p0) == end; });
+    CHECK(p.progress(p0).unread() == 0);
+    src.close();
+    std::vector<std::int64_t> want;
+    for (const std::int64_t o : present)
+      if (o >= from)
+        want.push_back(o);
+    CHECK(n == want.size());
+    return want;
+  };
+  (void)resume(sink, group, 15);
+  auto rows = rows_of(sink);
+  CHECK(rows.size() == 15 + present.size() - 10);
+  for (const auto& [id, r] : rows)
+    CHECK(sent.at(r.offset) == r.event);
+  // A new group reads the compacted partition from its start: exactly the records there.
+  sink_t fresh(dir / "fresh.sqlite");
+  (void)resume(fresh, unique("fresh"), 0);
+  rows = rows_of(fresh);
+  CHECK(rows.size() == present.size());
+  for (const std::int64_t o : present)
+    CHECK(rows.at(sent.at(o).order_id).offset == o);
 }
