@@ -855,3 +855,49 @@ TEST_CASE("a compacted topic: positions pass the offsets compaction removed, not
   for (const std::int64_t o : present)
     CHECK(rows.at(sent.at(o).order_id).offset == o);
 }
+
+TEST_CASE("two members of a group (eager range) share the partitions across a join and a leave") {
+  broker b;
+  test_support::scratch_dir dir;
+  const std::string topic = unique("group");
+  const std::string group = unique("ledger");
+  b.create_topic(topic, 2);
+  (void)produce(b, topic, 50, 0);
+  // Two members, each with its own connection to one SQLite file.
+  sink_t sink_a(dir / "orders.sqlite");
+  sink_t sink_b(dir / "orders.sqlite");
+  group_t a(b.consumer(topic, group));
+  pipeline_t pa(a, sink_a, co::settings{.batch_size = 16});
+  std::size_t applied = pump_until(pa, "the first member owns both partitions",
+                                   [&] { return a.assignment().size() == 2; });
+  group_t m(b.consumer(topic, group));
+  pipeline_t pb(m, sink_b, co::settings{.batch_size = 16});
+  const auto both = [&](const std::string& what, const auto& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!done()) {
+      REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "not within 30 s: " << what);
+      applied += pa.poll_once();
+      applied += pb.poll_once();
+    }
+  };
+  both("one partition each, both at 50", [&] {
+    return a.assignment().size() == 1 && m.assignment().size() == 1 && stored(sink_a, p0) == 50 &&
+           stored(sink_a, p1) == 50;
+  });
+  CHECK(a.generation() == m.generation());
+  CHECK(a.assignment() != m.assignment());
+  (void)produce(b, topic, 20, 1000);
+  both("both at 70", [&] { return stored(sink_a, p0) == 70 && stored(sink_a, p1) == 70; });
+  // The first member leaves: the other takes its partition over where it was left.
+  a.close();
+  (void)produce(b, topic, 20, 2000);
+  applied += pump_until(pb, "the second member owns both partitions, both at 90", [&] {
+    return m.assignment().size() == 2 && stored(sink_b, p0) == 90 && stored(sink_b, p1) == 90;
+  });
+  CHECK(applied == 180);  // every record handed to a sink once, across two rebalances
+  const auto rows = rows_of(sink_b);
+  CHECK(rows.size() == 180);
+  for (const auto& [id, r] : rows)
+    CHECK(r.offset == (id % 1000) / 2 + (id >= 2000 ? 70 : id >= 1000 ? 50 : 0));
+  m.close();
+}
