@@ -335,6 +335,7 @@ class raw_consumer final {
   /// Up to `max` records, one rd_kafka_consumer_poll at a time: the first waits, the rest do not.
   std::vector<co::partitioned_logged<order>>& poll(std::size_t max) {
     batch_.clear();
+    fingerprints_.clear();
     for (int wait = 100; batch_.size() < max; wait = 0) {
       rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, wait);
       if (m == nullptr)
@@ -347,14 +348,23 @@ class raw_consumer final {
       batch_.push_back({co::partition_id{m->partition}, co::offset{m->offset},
                         kf::trivial_codec<order>::decode(
                             std::span(static_cast<const std::byte*>(m->payload), m->len))});
+      if (keep_fingerprints_)
+        fingerprints_.push_back(kf::detail::message_fingerprint(*m));
       rd_kafka_message_destroy(m);
     }
     return batch_;
   }
 
+  /// As the library's source does for a sink that keeps fingerprints beside positions: each
+  /// message's fingerprint, beside the batch.
+  void keep_fingerprints() noexcept { keep_fingerprints_ = true; }
+  [[nodiscard]] std::uint64_t fingerprint(std::size_t i) const { return fingerprints_[i]; }
+
  private:
   rd_kafka_t* rk_ = nullptr;
   std::vector<co::partitioned_logged<order>> batch_;
+  std::vector<std::uint64_t> fingerprints_;
+  bool keep_fingerprints_ = false;
 };
 
 /// The position each partition of a batch moves to, in ascending partition order.
@@ -429,6 +439,11 @@ void handwritten_transactional(Sink& sink, const std::vector<co::partition_id>& 
     read[k] = claim.stored.value_or(co::position{0}).value();
   }
   sink.commit();
+  // A sink that keeps fingerprints stores the last record's beside each position, as the
+  // pipeline does (the positions here start at 0: nothing to compare at the start).
+  constexpr bool fingerprints = co::fingerprinting_sink<Sink>;
+  if constexpr (fingerprints)
+    c.keep_fingerprints();
   c.start_at(read);
   while (!all_read(read)) {
     const auto& rs = c.poll(batch);
@@ -442,10 +457,17 @@ void handwritten_transactional(Sink& sink, const std::vector<co::partition_id>& 
         sink.apply(r.source_offset, r.event);
     }
     for (const auto& [k, end] : ends_of(rs)) {
-      if constexpr (partitioned)
+      if constexpr (fingerprints) {
+        std::size_t last = rs.size() - 1;
+        while (rs[last].source_partition != k)
+          --last;
+        sink.store_position(partitioned ? k : co::partition_id{0}, co::position{end}, owner[k],
+                            c.fingerprint(last));
+      } else if constexpr (partitioned) {
         sink.store_position(k, co::position{end}, owner[k]);
-      else
+      } else {
         sink.store_position(co::position{end}, owner[k]);
+      }
       read[k] = end;
     }
     sink.commit();

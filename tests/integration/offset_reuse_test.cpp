@@ -152,6 +152,46 @@ TEST_CASE("a position in the SQLite sink's transaction is checked against the lo
   }
 }
 
+TEST_CASE("a file log's position in a SQLite position store is checked against its record") {
+  // AtLeastOnce with the position in a store of the sink's database: the store keeps the
+  // fingerprint beside the position (fingerprint_store), as the file position store does.
+  using orders_t = co::sqlite::guarded_upsert_sink<crash_lab::orders_flat>;
+  using store_t = co::sqlite::position_store<>;
+  using log_t = crash_lab::order_log;
+  using al_pipeline_t = co::pipeline<log_t, orders_t, co::AtLeastOnce<>, co::with_store<store_t>>;
+  static_assert(co::fingerprint_store<store_t>);
+  scratch_dir dir;
+  const auto write_orders = [&](std::int64_t n, std::int64_t salt) {
+    std::filesystem::remove_all(dir / "log");
+    log_t log(dir / "log", crash_lab::lab_log_options());
+    for (std::int64_t i = 0; i < n; ++i)
+      log.append(crash_lab::order_event{i % 5, salt, i, 1 + i});
+  };
+  write_orders(10, 0);
+  orders_t sink(dir / "orders.sqlite");
+  store_t store(sink);
+  {
+    log_t log(dir / "log", crash_lab::lab_log_options());
+    al_pipeline_t p(log, sink, store, co::settings{.batch_size = 4});
+    CHECK(p.run() == 10);
+  }
+  REQUIRE(store.load_fingerprint().has_value());
+  SUBCASE("the same records: only the new ones are read") {
+    write_orders(12, 0);
+    log_t log(dir / "log", crash_lab::lab_log_options());
+    al_pipeline_t p(log, sink, store);
+    CHECK(p.recover() == co::position{10});
+    CHECK(p.run() == 2);
+  }
+  SUBCASE("other records at the same offsets: offset_reused") {
+    write_orders(12, 7);
+    log_t log(dir / "log", crash_lab::lab_log_options());
+    al_pipeline_t p(log, sink, store);
+    CHECK_THROWS_AS(p.recover(), co::offset_reused);
+    CHECK(store.load() == co::position{10});
+  }
+}
+
 TEST_CASE("the file position store still reads its first format") {
   scratch_dir dir;
   // "copos001" | position 42 | CRC-32 of the first 16 bytes, as the first format wrote it.

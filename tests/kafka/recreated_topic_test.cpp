@@ -8,8 +8,10 @@
 // group into the same table, is the recreated topic.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,23 @@ std::optional<std::uint64_t> stored_fingerprint(sink_t& sink, co::partition_id k
   if (q.column_is_null(0))
     return std::nullopt;
   return static_cast<std::uint64_t>(q.column_int64(0));
+}
+
+/// Polls `p` until it stops with offset_reused (returned) or 20 s pass (none); `applied`
+/// counts what it handed out before that.
+template <class Pipeline>
+std::optional<co::offset_reused> refusal(Pipeline& p, std::size_t* applied = nullptr) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      const std::size_t n = p.poll_once();
+      if (applied != nullptr)
+        *applied += n;
+    } catch (const co::offset_reused& e) {
+      return e;
+    }
+  }
+  return std::nullopt;
 }
 
 template <class Pipeline>
@@ -182,19 +201,11 @@ TEST_CASE("a recreated topic is not read from the old topic's positions (consume
   produce(recreated, 45, 100000);
   group_t src(options_for(recreated, "ledger"));
   co::pipeline<group_t, sink_t, policy_t> p(src, sink, co::settings{.batch_size = 16});
-  bool stopped = false;
   std::size_t applied = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!stopped && std::chrono::steady_clock::now() < deadline) {
-    try {
-      applied += p.poll_once();
-    } catch (const co::offset_reused& e) {
-      stopped = true;
-      CHECK(std::string(e.what()).find("group 'ledger'") != std::string::npos);
-      CHECK(e.stored() == co::position{30});
-    }
-  }
-  CHECK(stopped);
+  const auto refused = refusal(p, &applied);
+  REQUIRE_MESSAGE(refused, "the recreated topic was read from the old positions");
+  CHECK(std::string(refused->what()).find("group 'ledger'") != std::string::npos);
+  CHECK(refused->stored() == co::position{30});
   CHECK(applied == 0);
   CHECK(rows_in(sink) == 60);
   CHECK(sink.load_position(p0) == co::position{30});
@@ -220,16 +231,10 @@ TEST_CASE("a recreated topic is not read from the old topic's position (one part
   produce(recreated, 30, 100000);
   single_t src(options_for(recreated), p1);
   co::pipeline<single_t, sink_t, policy_t> p(src, sink, co::settings{.batch_size = 8});
-  bool stopped = false;
-  try {
-    for (int i = 0; i < 50; ++i)
-      (void)p.poll_once();
-  } catch (const co::offset_reused& e) {
-    stopped = true;
-    CHECK(e.partition() == p1);  // the topic's partition, as the source names it
-    CHECK(e.stored() == co::position{20});
-  }
-  CHECK(stopped);
+  const auto refused = refusal(p);
+  REQUIRE_MESSAGE(refused, "the recreated topic was read from the old position");
+  CHECK(refused->partition() == p1);  // the topic's partition, as the source names it
+  CHECK(refused->stored() == co::position{20});
   CHECK(rows_in(sink) == 20);
   CHECK(sink.load_position() == co::position{20});
 }
@@ -256,15 +261,9 @@ TEST_CASE("a sink wrapped in a forwarding_sink keeps the check (a recreated topi
   produce(recreated, 30, 100000);
   assigned_t src(options_for(recreated), {p0, p1});
   co::pipeline<assigned_t, wrapped_t, policy_t> p(src, wrapped, co::settings{.batch_size = 8});
-  bool stopped = false;
-  try {
-    for (int i = 0; i < 50; ++i)
-      (void)p.poll_once();
-  } catch (const co::offset_reused& e) {
-    stopped = true;
-    CHECK(e.stored() == co::position{20});
-  }
-  CHECK(stopped);
+  const auto refused = refusal(p);
+  REQUIRE_MESSAGE(refused, "the recreated topic was read from the old positions");
+  CHECK(refused->stored() == co::position{20});
   CHECK(rows_in(sink) == 40);
 }
 
@@ -302,15 +301,9 @@ TEST_CASE("a recreated topic is not read from a SQLite position store's position
   produce(recreated, 40, 100000);
   al_source src(options_for(recreated), {p0, p1});
   al_pipeline p(src, sink, store, co::settings{.batch_size = 8});
-  bool stopped = false;
-  try {
-    for (int i = 0; i < 50; ++i)
-      (void)p.poll_once();
-  } catch (const co::offset_reused& e) {
-    stopped = true;
-    CHECK(e.stored() == co::position{25});
-  }
-  CHECK(stopped);
+  const auto refused = refusal(p);
+  REQUIRE_MESSAGE(refused, "the recreated topic was read from the old positions");
+  CHECK(refused->stored() == co::position{25});
   CHECK(rows_in(sink) == 40);  // the old topic's 40 orders (its last 10 records updated them)
   CHECK(store.load(p0) == co::position{25});
   CHECK(store.load(p1) == co::position{25});

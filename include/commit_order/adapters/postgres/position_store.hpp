@@ -128,6 +128,15 @@ class position_store final {
   // The same for a single-partition stream: partition 0.
   [[nodiscard]] std::optional<position> load() const { return load(partition_id{0}); }
   void commit(position p) { commit(partition_id{0}, p); }
+  /// Partition 0's position with the fingerprint of the record it follows (fingerprint_store:
+  /// a single-partition source that reads a record at an offset on demand, the file log, is
+  /// compared with it at recovery).
+  void commit(position p, std::uint64_t fingerprint) { commit(partition_id{0}, p, fingerprint); }
+  /// The fingerprint stored with partition 0's position (none when stored without one).
+  [[nodiscard]] std::optional<std::uint64_t> load_fingerprint() const {
+    (void)load(partition_id{0});
+    return loaded_fingerprint();
+  }
 
   /// Commits made through this store.
   [[nodiscard]] std::size_t commits() const noexcept { return commits_; }
