@@ -2,11 +2,12 @@
 // The Kafka sources against a real broker (Kafka 4.4.0, one KRaft node the fixture started,
 // its address in the file CO_KAFKA_BOOTSTRAP_FILE names): a consumer group into SQLite with
 // the positions in the sink's transactions; a topic deleted and recreated under its name
-// (offset_reused); records deleted below a stored position by DeleteRecords (position_lost).
-// transactional input under read_committed; a compacted topic; two members of a group.
-// Most of it is what librdkafka 2.0.2's mock cluster cannot do: it has neither topic
-// deletion nor DeleteRecords, and gets transactions wrong. Every test uses topics and groups of its
-// own, so the tests can share the broker and run in parallel.
+// (offset_reused), and Kafka's committed offsets deleted with it; records deleted below a stored
+// position by DeleteRecords (position_lost); transactional input under read_committed; a
+// compacted topic; two members of a group. Most of it is what librdkafka 2.0.2's mock cluster
+// cannot do: it has neither topic deletion nor DeleteRecords, and it gets transactions wrong.
+// Every test uses topics and groups of its own, so the tests can share the broker and run in
+// parallel.
 #include <doctest/doctest.h>
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
