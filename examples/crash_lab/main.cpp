@@ -2,16 +2,17 @@
 // crash_lab — kills real consumer processes and shows what each commit order lost or
 // duplicated.
 //
-//   crash_lab [--source file|kafka] [--sink sqlite|postgres] [--pg CONNINFO] [--records N]
-//             [--kills K] [--seed S] [--batch B] [--pace-us U] [--keep DIR]
+//   crash_lab [--source file|kafka] [--bootstrap HOST:PORT] [--sink sqlite|postgres]
+//             [--pg CONNINFO] [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U]
+//             [--keep DIR]
 //
 // Writes N order events to a file log (or, with --source kafka, to a topic of librdkafka's mock
-// cluster, which this process hosts), then for each of AtMostOnce<AutoCommit>, AtMostOnce,
-// AtLeastOnce and TransactionalPosition starts a consumer (this program with --child) on a
-// fresh SQLite database -- or, with --sink postgres, a fresh schema of a PostgreSQL database:
-// the one --pg names, else a throwaway server of its own (fsync=on) -- SIGKILLs it K times at
-// random moments, restarts it until the log is consumed, and reconciles the table against the
-// log. Exit code 0 only if every policy kept its guarantee.
+// cluster, which this process hosts, or to a new topic on the broker --bootstrap names), then
+// for each of AtMostOnce<AutoCommit>, AtMostOnce, AtLeastOnce and TransactionalPosition starts
+// a consumer (this program with --child) on a fresh SQLite database -- or, with --sink postgres, a
+// fresh schema of a PostgreSQL database: the one --pg names, else a throwaway server of its own
+// (fsync=on) -- SIGKILLs it K times at random moments, restarts it until the log is consumed, and
+// reconciles the table against the log. Exit code 0 only if every policy kept its guarantee.
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -27,11 +28,14 @@
 namespace {
 
 void usage(std::ostream& os) {
-  os << "usage: crash_lab [--source file|kafka] [--sink sqlite|postgres] [--pg CONNINFO]"
-        " [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U] [--keep DIR]\n"
+  os << "usage: crash_lab [--source file|kafka] [--bootstrap HOST:PORT] [--sink sqlite|postgres]"
+        " [--pg CONNINFO] [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U]"
+        " [--keep DIR]\n"
         "  --source S   where the orders are: a file log (default) or a Kafka topic (a mock\n"
         "               cluster in this process; positions in Kafka's committed offsets for\n"
         "               AtMostOnce and AtMostOnce<AutoCommit>, librdkafka's own auto-commit)\n"
+        "  --bootstrap B  with --source kafka: a new topic on the broker at B instead of the\n"
+        "               mock cluster\n"
         "  --records N  order events in the log (default 2000)\n"
         "  --kills K    SIGKILLs per policy (default 10)\n"
         "  --seed S     seeds the events and the kill times (default 1)\n"
@@ -85,9 +89,13 @@ int main(int argc, char** argv) {
         config.sink = *sink;
       } else if (flag == "--pg")
         config.pg_conninfo = value;
+      else if (flag == "--bootstrap")
+        config.kafka_bootstrap = value;
       else
         throw std::invalid_argument("unknown option " + std::string(flag));
     }
+    if (!config.kafka_bootstrap.empty() && config.source != crash_lab::source_kind::kafka)
+      throw std::invalid_argument("--bootstrap names a Kafka broker: it goes with --source kafka");
     if (config.records < 1 || config.kills < 0 || config.batch < 1 || config.pace.count() < 0)
       throw std::invalid_argument(
           "--records and --batch must be positive, --kills and "

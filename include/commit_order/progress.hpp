@@ -19,6 +19,7 @@ namespace commit_order {
 ///
 ///     earliest ... applied watermark | ... read | ... source_end
 ///     unapplied = read - (watermark + 1)        unread = source_end - read
+///     (read less the offsets at its end that hold no record, see records_end)
 ///     uncommitted = read - committed             (the position's lag behind the read)
 ///
 /// The records not yet in the sink are `unread() + *unapplied()`: the two never overlap.
@@ -29,6 +30,10 @@ struct progress final {
   position source_end{};                    ///< just past the source's last record
   partition_id partition{};                 ///< the partition these figures are of
   bool reports_watermark = false;           ///< the sink reports an applied watermark
+  /// Just past the last record read, when that is below `read`: the position moved over
+  /// offsets that hold no record (a transaction's markers, an aborted transaction's records),
+  /// which `unapplied()` does not count. Empty otherwise.
+  std::optional<position> records_end{};
 
   /// Records the consumer has not read yet.
   [[nodiscard]] constexpr std::int64_t unread() const noexcept { return source_end - read; }
@@ -43,7 +48,8 @@ struct progress final {
     if (!reports_watermark)
       return std::nullopt;
     const position applied_to = applied_watermark ? position::after(*applied_watermark) : earliest;
-    return read > applied_to ? read - applied_to : 0;
+    const position through = records_end.value_or(read);
+    return through > applied_to ? through - applied_to : 0;
   }
 };
 

@@ -12,6 +12,10 @@
 //   commit_order_kafka_broker_fixture stop <info file>
 //       kills the JVM whose PID the directory records (after checking it is that broker),
 //       keeps its log as <info file>.log, removes the directory and the info files
+//   commit_order_kafka_broker_fixture crash <info file>
+//       SIGKILLs that broker and keeps its directory (a test's crash)
+//   commit_order_kafka_broker_fixture restart <info file> <jar dir>
+//       starts it again from its directory, on the same ports, and waits until it answers
 //
 // A broker left behind by an interrupted run (its directory recorded in <info file>.dir) is
 // stopped before a new one starts. Exit code 0 on success; 1, with the reason on stderr,
@@ -333,6 +337,8 @@ struct started final {
   double format_s = 0, ready_s = 0;
 };
 
+bool launch(const fs::path& jars, const fs::path& dir, started& s);
+
 /// One attempt on two fresh ports; none when the broker could not bind them (taken between
 /// free_ports and the broker's bind); throws on any other failure.
 std::optional<started> attempt(const fs::path& jars, const fs::path& dir) {
@@ -352,9 +358,19 @@ std::optional<started> attempt(const fs::path& jars, const fs::path& dir) {
   if (const int rc = wait_for(format); rc != 0)
     throw std::runtime_error("formatting the storage directory failed (exit " + std::to_string(rc) +
                              "):\n" + log_tail(log));
-  const auto t1 = steady::now();
-  s.format_s = std::chrono::duration<double>(t1 - t0).count();
+  s.format_s = std::chrono::duration<double>(steady::now() - t0).count();
 
+  if (!launch(jars, dir, s))
+    return std::nullopt;
+  return s;
+}
+
+/// Starts the broker of `dir` (formatted, its server.properties written) and waits until it
+/// answers at s.bootstrap; records its PID in s.pid and dir/broker.pid, its time to answer in
+/// s.ready_s. False when it could not bind its ports; throws on any other failure.
+bool launch(const fs::path& jars, const fs::path& dir, started& s) {
+  const fs::path log = dir / "broker.log";
+  const auto t1 = steady::now();
   s.pid = spawn(java_command(jars, dir, "kafka.Kafka", {(dir / "server.properties").string()}), dir,
                 log);
   write_file(dir / "broker.pid", std::to_string(s.pid) + "\n");
@@ -382,13 +398,13 @@ std::optional<started> attempt(const fs::path& jars, const fs::path& dir) {
     if (::waitpid(s.pid, &status, WNOHANG) == s.pid) {
       const std::string text = read_file(log);
       if (text.find("Address already in use") != std::string::npos)
-        return std::nullopt;
+        return false;
       throw std::runtime_error("the broker exited while starting (status " +
                                std::to_string(status) + "):\n" + log_tail(log));
     }
     if (answers_metadata(rk, 500ms)) {
       s.ready_s = std::chrono::duration<double>(steady::now() - t1).count();
-      return s;
+      return true;
     }
     std::this_thread::sleep_for(50ms);
   }
@@ -428,6 +444,45 @@ int start(const fs::path& info, const fs::path& jars) {
   throw std::runtime_error("the broker found its ports taken three times");
 }
 
+/// The directory of the broker `info` names.
+fs::path broker_dir(const fs::path& info) {
+  std::ifstream f(info.string() + ".dir");
+  std::string dir;
+  if (!(f >> dir) || dir.empty() || !fs::exists(dir))
+    throw std::runtime_error("no broker directory recorded in " + info.string() + ".dir");
+  return dir;
+}
+
+/// SIGKILLs the broker `info` names, keeping its data: a crash, for a test to restart it from.
+void crash(const fs::path& info) {
+  const fs::path dir = broker_dir(info);
+  kill_broker(dir);
+  std::ifstream f(dir / "broker.pid");
+  pid_t pid = 0;
+  if (f >> pid && pid > 1 && alive(pid) &&
+      command_line(pid).find("kafka.Kafka") != std::string::npos)
+    throw std::runtime_error("the broker (pid " + std::to_string(pid) + ") is still running");
+}
+
+/// Starts the broker `info` names again, from its data, on its ports.
+int restart(const fs::path& info, const fs::path& jars) {
+  const fs::path dir = broker_dir(info);
+  started s;
+  std::ifstream f(info);
+  if (!(f >> s.bootstrap))
+    throw std::runtime_error("no broker address in " + info.string());
+  // The ports were the broker's a moment ago; one may take a moment to be free again.
+  for (int i = 0; i < 3; ++i) {
+    if (launch(jars, dir, s)) {
+      std::printf("kafka broker fixture: %s restarted (pid %d): answered in %.2f s\n",
+                  s.bootstrap.c_str(), static_cast<int>(s.pid), s.ready_s);
+      return 0;
+    }
+    std::this_thread::sleep_for(1s);
+  }
+  throw std::runtime_error("the restarted broker found its ports taken three times");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -439,8 +494,14 @@ int main(int argc, char** argv) {
       stop(argv[2]);
       return 0;
     }
+    if (command == "crash" && argc == 3) {
+      crash(argv[2]);
+      return 0;
+    }
+    if (command == "restart" && argc == 4)
+      return restart(argv[2], argv[3]);
     std::cerr << "usage: commit_order_kafka_broker_fixture start <info file> <jar dir> | stop "
-                 "<info file>\n";
+                 "<info file> | crash <info file> | restart <info file> <jar dir>\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "kafka broker fixture: " << e.what()

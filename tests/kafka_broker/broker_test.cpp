@@ -3,9 +3,11 @@
 // its address in the file CO_KAFKA_BOOTSTRAP_FILE names): a consumer group into SQLite with
 // the positions in the sink's transactions; a topic deleted and recreated under its name
 // (offset_reused), and Kafka's committed offsets deleted with it; records deleted below a stored
-// position by DeleteRecords (position_lost); transactional input under read_committed; a
-// compacted topic; two members of a group. Most of it is what librdkafka 2.0.2's mock cluster
-// cannot do: it has neither topic deletion nor DeleteRecords, and it gets transactions wrong.
+// position by DeleteRecords (position_lost); transactional input under read_committed (the
+// positions moved over markers and aborted records); a compacted topic; two members of a group
+// under eager and cooperative-sticky assignment; a static member restarted. Most of it is what
+// librdkafka 2.0.2's mock cluster cannot do: it has neither topic deletion nor DeleteRecords,
+// it gets transactions wrong, and it ignores static membership.
 // Every test uses topics and groups of its own, so the tests can share the broker and run in
 // parallel.
 #include <doctest/doctest.h>
@@ -57,12 +59,18 @@ std::string unique(const std::string& base) {
   return base + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
 }
 
-/// The broker the fixture started, and the admin requests the tests make of it.
+/// The variable ctest sets for the tier, or a failure naming it.
+std::string required_env(const char* name) {
+  const char* v = std::getenv(name);
+  REQUIRE_MESSAGE(v != nullptr, name << " is not set (run through ctest)");
+  return v;
+}
+
+/// The broker the fixture started (or the one whose address `file` holds), and the admin
+/// requests the tests make of it.
 class broker final {
  public:
-  broker() {
-    const char* file = std::getenv("CO_KAFKA_BOOTSTRAP_FILE");
-    REQUIRE_MESSAGE(file != nullptr, "CO_KAFKA_BOOTSTRAP_FILE is not set (run through ctest)");
+  explicit broker(const std::string& file = required_env("CO_KAFKA_BOOTSTRAP_FILE")) {
     std::ifstream in(file);
     REQUIRE_MESSAGE(static_cast<bool>(in >> bootstrap_),
                     "no broker address in " << file << ": the fixture kafka_broker.start failed");
@@ -347,6 +355,38 @@ class raw_producer final {
   rd_kafka_t* rk_ = nullptr;
 };
 
+/// A broker of the test's own, started by the fixture's program (CO_KAFKA_FIXTURE) in a
+/// folder of the test, for a test that crashes and restarts it; stopped when the test ends.
+class own_broker final {
+ public:
+  explicit own_broker(const std::filesystem::path& dir)
+      : info_((dir / "broker.bootstrap").string()) {
+    run("start", true);
+  }
+  own_broker(const own_broker&) = delete;
+  own_broker& operator=(const own_broker&) = delete;
+  ~own_broker() { (void)std::system(command("stop", false).c_str()); }
+
+  [[nodiscard]] const std::string& info() const noexcept { return info_; }
+  /// SIGKILL: the broker's process dies, its data stays.
+  void crash() { run("crash", false); }
+  /// Started again from its data, on its ports; returns once it answers.
+  void restart() { run("restart", true); }
+
+ private:
+  std::string command(const std::string& verb, bool jars) const {
+    std::string c = "'" + required_env("CO_KAFKA_FIXTURE") + "' " + verb + " '" + info_ + "'";
+    if (jars)
+      c += " '" + required_env("CO_KAFKA_JARS") + "'";
+    return c;
+  }
+  void run(const std::string& verb, bool jars) {
+    const std::string c = command(verb, jars);
+    REQUIRE_MESSAGE(std::system(c.c_str()) == 0, "failed: " << c);
+  }
+  std::string info_;
+};
+
 /// Polls `p` until `done()` holds, or fails after 30 s; returns the records handled.
 template <class Pipeline, class Done>
 std::size_t pump_until(Pipeline& p, const std::string& what, Done done) {
@@ -450,10 +490,9 @@ TEST_CASE("smoke: a consumer group reads 200 records into SQLite, each applied o
   other.close();
 }
 
-// Needs the offset_reused detection of the Kafka sources (being added on main: the sources
-// read the record before a stored position back and compare it with the fingerprint the SQL
-// sink kept beside the position). Without it the consumer resumes at the old positions and
-// silently skips the recreated topic's first records, and this test fails.
+// The sources read the record before a stored position back and compare it with the
+// fingerprint the SQL sink kept beside the position. Without that the consumer would resume at
+// the old positions and silently skip the recreated topic's first records.
 TEST_CASE("a topic deleted and recreated under its name stops the consumer: offset_reused") {
   broker b;
   test_support::scratch_dir dir;
@@ -623,18 +662,23 @@ TEST_CASE("transactional input: read_committed applies committed records once, n
   {
     group_t src(b.consumer(topic, group));
     pipeline_t p(src, sink, co::settings{.batch_size = 16});
-    // The last committed record is at 13: its position, 14, is the marker's offset.
-    applied = pump_until(p, "both positions past the last committed record",
-                         [&] { return stored(sink, p0) >= 14 && stored(sink, p1) >= 14; });
+    // The last committed record is at 13; the commit marker after it takes offset 14, and the
+    // position moves over it once the consumer has reached the partition's end (15).
+    applied = pump_until(p, "both positions past the last marker",
+                         [&] { return stored(sink, p0) == 15 && stored(sink, p1) == 15; });
     for (const co::partition_id k : {p0, p1}) {
       INFO("partition " << k.value());
       // The positions stepped over the aborted records (6..8) and their marker: the last
       // record applied is 13, nothing is waited for in between.
       CHECK(rows_are(sink, k, concat(t1.at(k), t3.at(k)), concat(range(0, 5), range(10, 14))));
       const auto pr = p.progress(k);
-      CHECK(pr.read == co::position{stored(sink, k)});
+      CHECK(pr.read == co::position{15});
       CHECK(pr.committed == pr.read);
       CHECK(pr.source_end == co::position{15});  // read_committed's end: the last stable offset
+      // Neither the marker nor the aborted records count as records still to read or apply.
+      CHECK(pr.unread() == 0);
+      REQUIRE(pr.unapplied());
+      CHECK(*pr.unapplied() == 0);
     }
     src.close();
   }
@@ -647,8 +691,8 @@ TEST_CASE("transactional input: read_committed applies committed records once, n
   applied = pump_until(p, "the restarted member owns both partitions",
                        [&] { return src.assignment().size() == 2; });
   const auto t4 = transaction(prod, 2, 4000, true);
-  applied += pump_until(p, "both positions past the next transaction",
-                        [&] { return stored(sink, p0) >= 17 && stored(sink, p1) >= 17; });
+  applied += pump_until(p, "both positions past the next transaction's marker",
+                        [&] { return stored(sink, p0) == 18 && stored(sink, p1) == 18; });
   CHECK(applied == 4);
 
   // A transaction still open: its records are in the log (the high watermark is 19) but past
@@ -664,11 +708,26 @@ TEST_CASE("transactional input: read_committed applies committed records once, n
   for (int i = 0; i < 5; ++i)
     applied += p.poll_once();
   CHECK(applied == 4);
+  for (const co::partition_id k : {p0, p1}) {
+    CHECK(stored(sink, k) == 18);  // the open transaction's records are not passed over
+    CHECK(p.progress(k).unread() == 0);
+  }
+  // Aborted at the tail: the record at 18 and the abort marker at 19 are passed over, and
+  // nothing is counted as still to read.
   prod.abort();
+  for (const co::partition_id k : {p0, p1})
+    b.wait_end(topic, k, 20);
+  applied += pump_until(p, "both positions past the aborted tail",
+                        [&] { return stored(sink, p0) == 20 && stored(sink, p1) == 20; });
+  CHECK(applied == 4);
   for (const co::partition_id k : {p0, p1}) {
     INFO("partition " << k.value());
     CHECK(rows_are(sink, k, concat(concat(t1.at(k), t3.at(k)), t4.at(k)),
                    concat(concat(range(0, 5), range(10, 14)), range(15, 17))));
+    const auto pr = p.progress(k);
+    CHECK(pr.read == co::position{20});
+    CHECK(pr.source_end == co::position{20});
+    CHECK(pr.unread() == 0);
   }
   src.close();
 }
@@ -702,8 +761,9 @@ TEST_CASE(
   group_t src(b.consumer(topic, group));
   pipeline_t p(src, sink, co::settings{.batch_size = 16});
   std::size_t applied = 0;
-  CHECK_NOTHROW(applied = pump_until(p, "both positions at 40", [&] {
-                  return stored(sink, p0) == 40 && stored(sink, p1) == 40;
+  // 41: past the second transaction's marker, at 40.
+  CHECK_NOTHROW(applied = pump_until(p, "both positions at 41", [&] {
+                  return stored(sink, p0) == 41 && stored(sink, p1) == 41;
                 }));
   CHECK(applied == 20);  // 30..39 of each partition, read on without a comparison
   const auto rows = rows_of(sink);
@@ -715,6 +775,53 @@ TEST_CASE(
     for (std::size_t i = 0; i < next.at(k).size(); ++i)
       CHECK(rows.at(next.at(k)[i].order_id).offset == static_cast<std::int64_t>(30 + i));
   }
+  src.close();
+}
+
+TEST_CASE(
+    "a position moved over a commit marker keeps the fingerprint of the record before it: a "
+    "topic recreated under its name is still stopped with offset_reused") {
+  broker b;
+  test_support::scratch_dir dir;
+  const std::string topic = unique("recreated-after-marker");
+  const std::string group = unique("ledger");
+  b.create_topic(topic, 2);
+  // Committed records at 0..13 of each partition, the marker at 14: the positions move to 15.
+  {
+    raw_producer prod(b, topic, unique("txn-producer"));
+    (void)transaction(prod, 14, 1000, true);
+  }
+  sink_t sink(dir / "orders.sqlite");
+  {
+    group_t src(b.consumer(topic, group));
+    pipeline_t p(src, sink, co::settings{.batch_size = 16});
+    CHECK(pump_until(p, "both positions past the marker",
+                     [&] { return stored(sink, p0) == 15 && stored(sink, p1) == 15; }) == 28);
+    src.close();
+  }
+  // Recreated with plain records: the one at 14 is a record now, where the old topic had its
+  // marker, and it is not the record the position was moved on from (13).
+  b.delete_topic(topic);
+  b.create_topic(topic, 2);
+  (void)produce(b, topic, 40, 100000);
+
+  group_t src(b.consumer(topic, group));
+  pipeline_t p(src, sink, co::settings{.batch_size = 16});
+  std::optional<co::offset_reused> stopped;
+  std::size_t applied = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!stopped && std::chrono::steady_clock::now() < deadline) {
+    try {
+      applied += p.poll_once();
+    } catch (const co::offset_reused& e) {
+      stopped = e;
+    }
+  }
+  REQUIRE_MESSAGE(stopped.has_value(), "the recreated topic was read from the old positions ("
+                                           << applied << " records applied)");
+  CHECK(stopped->at() == co::offset{14});
+  CHECK(applied == 0);
+  CHECK(rows_of(sink).size() == 28);
   src.close();
 }
 
@@ -859,7 +966,12 @@ TEST_CASE("a compacted topic: positions pass the offsets compaction removed, not
     CHECK(rows.at(sent.at(o).order_id).offset == o);
 }
 
-TEST_CASE("two members of a group (eager range) share the partitions across a join and a leave") {
+namespace {
+
+/// Two members of a group under the assignment `strategy`: the second joins a member that owns
+/// both partitions, they share them, then the first leaves and the second takes its partition
+/// over where it was left. Every record is applied once, at its offset.
+void two_members(const std::string& strategy) {
   broker b;
   test_support::scratch_dir dir;
   const std::string topic = unique("group");
@@ -869,11 +981,13 @@ TEST_CASE("two members of a group (eager range) share the partitions across a jo
   // Two members, each with its own connection to one SQLite file.
   sink_t sink_a(dir / "orders.sqlite");
   sink_t sink_b(dir / "orders.sqlite");
-  group_t a(b.consumer(topic, group));
+  kf::consumer_options o = b.consumer(topic, group);
+  o.config["partition.assignment.strategy"] = strategy;
+  group_t a(o);
   pipeline_t pa(a, sink_a, co::settings{.batch_size = 16});
   std::size_t applied = pump_until(pa, "the first member owns both partitions",
                                    [&] { return a.assignment().size() == 2; });
-  group_t m(b.consumer(topic, group));
+  group_t m(o);
   pipeline_t pb(m, sink_b, co::settings{.batch_size = 16});
   const auto both = [&](const std::string& what, const auto& done) {
     const auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -887,7 +1001,11 @@ TEST_CASE("two members of a group (eager range) share the partitions across a jo
     return a.assignment().size() == 1 && m.assignment().size() == 1 && stored(sink_a, p0) == 50 &&
            stored(sink_a, p1) == 50;
   });
-  CHECK(a.generation() == m.generation());
+  // Eager: both act on the generation of the last rebalance. Cooperative: a member whose
+  // assignment the last round left alone is told nothing, and acts on the generation it got
+  // its partition in.
+  if (strategy == "range")
+    CHECK(a.generation() == m.generation());
   CHECK(a.assignment() != m.assignment());
   (void)produce(b, topic, 20, 1000);
   both("both at 70", [&] { return stored(sink_a, p0) == 70 && stored(sink_a, p1) == 70; });
@@ -903,6 +1021,55 @@ TEST_CASE("two members of a group (eager range) share the partitions across a jo
   for (const auto& [id, r] : rows)
     CHECK(r.offset == (id % 1000) / 2 + (id >= 2000 ? 70 : id >= 1000 ? 50 : 0));
   m.close();
+}
+
+}  // namespace
+
+TEST_CASE("two members of a group (eager range) share the partitions across a join and a leave") {
+  two_members("range");
+}
+
+TEST_CASE(
+    "two members of a group (cooperative-sticky) share the partitions across a join and a "
+    "leave") {
+  two_members("cooperative-sticky");
+}
+
+TEST_CASE(
+    "a static member (group.instance.id) closed and restarted within its session keeps its "
+    "partitions and its generation: no rebalance") {
+  broker b;
+  test_support::scratch_dir dir;
+  const std::string topic = unique("static");
+  const std::string group = unique("ledger");
+  b.create_topic(topic, 2);
+  (void)produce(b, topic, 30, 0);
+  sink_t sink(dir / "orders.sqlite");
+  kf::consumer_options o = b.consumer(topic, group);
+  o.config["group.instance.id"] = unique("instance");
+  std::optional<std::int32_t> first;
+  std::size_t applied = 0;
+  {
+    group_t src(o);
+    pipeline_t p(src, sink, co::settings{.batch_size = 16});
+    applied = pump_until(p, "both at 30", [&] {
+      return src.assignment().size() == 2 && stored(sink, p0) == 30 && stored(sink, p1) == 30;
+    });
+    first = src.generation();
+    src.close();
+  }
+  REQUIRE(first.has_value());
+  (void)produce(b, topic, 10, 1000);
+  group_t src(o);
+  pipeline_t p(src, sink, co::settings{.batch_size = 16});
+  applied += pump_until(p, "both at 40", [&] {
+    return src.assignment().size() == 2 && stored(sink, p0) == 40 && stored(sink, p1) == 40;
+  });
+  // The group kept the member's assignment: no LeaveGroup was sent, nothing rebalanced.
+  CHECK(src.generation() == first);
+  CHECK(applied == 80);
+  CHECK(rows_of(sink).size() == 80);
+  src.close();
 }
 
 TEST_CASE("Kafka's committed offsets go with a deleted topic: its successor is read from 0") {
@@ -950,4 +1117,41 @@ TEST_CASE("Kafka's committed offsets go with a deleted topic: its successor is r
     CHECK(r.row.order_id >= 100000);  // the new topic's
   });
   CHECK(rows == 60);
+}
+
+TEST_CASE(
+    "the broker killed with SIGKILL and restarted mid-run: nothing acknowledged is lost, and "
+    "the consumer resumes by itself") {
+  test_support::scratch_dir dir;
+  own_broker crashing(dir.path());
+  broker b(crashing.info());
+  const std::string topic = unique("broker-crash");
+  const std::string group = unique("ledger");
+  b.create_topic(topic, 2);
+  (void)produce(b, topic, 200, 0);  // acknowledged by the broker (acks=all) before it dies
+  sink_t sink(dir / "orders.sqlite");
+  group_t src(b.consumer(topic, group));
+  pipeline_t p(src, sink, co::settings{.batch_size = 16});
+  (void)pump_until(p, "both partitions past 30",
+                   [&] { return stored(sink, p0) >= 30 && stored(sink, p1) >= 30; });
+
+  crashing.crash();
+  // The consumer polls on through the outage: nothing leaves poll_once, no record is skipped.
+  const auto outage = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < outage)
+    REQUIRE_NOTHROW((void)p.poll_once());
+  crashing.restart();
+  (void)produce(b, topic, 50, 100000);
+  (void)pump_until(p, "both partitions at 250 after the restart",
+                   [&] { return stored(sink, p0) == 250 && stored(sink, p1) == 250; });
+
+  // Every record acknowledged before and after the crash is in the ledger once, at its offset.
+  const auto rows = rows_of(sink);
+  CHECK(rows.size() == 500);
+  for (const auto& [id, r] : rows) {
+    const std::int64_t base = id >= 100000 ? 100000 : 0;
+    CHECK(r.partition == (id - base) % 2);
+    CHECK(r.offset == (id - base) / 2 + (base != 0 ? 200 : 0));
+  }
+  src.close();
 }

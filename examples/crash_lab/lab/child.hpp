@@ -2,7 +2,8 @@
 // crash_lab/lab/child.hpp — the consumer process the supervisor starts and kills.
 //
 //   <exe> --child <policy> <source> <log dir | bootstrap servers> <database> <position file>
-//         <batch> <pace µs> <interval ms> <sink: sqlite|postgres> <PostgreSQL connection, or ->
+//         <batch> <pace µs> <interval ms> <sink: sqlite|postgres> <topic, or -> <PostgreSQL
+//         connection, or ->
 //
 // It recovers, consumes the log (or the Kafka topic) to its end through the policy's pipeline,
 // and exits 0. It
@@ -46,6 +47,7 @@ struct child_args {
   source_kind source = source_kind::file;
   std::filesystem::path log_dir;
   std::string bootstrap;  ///< the Kafka cluster's, for source_kind::kafka
+  std::string topic;      ///< the topic there
   std::filesystem::path database;
   std::filesystem::path position_file;
   std::size_t batch = 8;
@@ -75,6 +77,7 @@ inline std::vector<std::string> child_command_line(const child_args& a) {
           std::to_string(a.pace.count()),
           std::to_string(a.auto_commit.count()),
           std::string(flag_name(a.sink)),
+          a.topic.empty() ? std::string("-") : a.topic,
           a.conninfo.empty() ? std::string("-") : a.conninfo};
 }
 
@@ -209,7 +212,7 @@ inline int run_file_child(const child_args& a) {
 inline int run_kafka_child(const child_args& a) {
   const reporter report;
   const co::settings settings{.batch_size = a.batch, .auto_commit_interval = a.auto_commit};
-  const auto options = kafka_options(a.bootstrap, a.policy);
+  const auto options = kafka_options(a.bootstrap, a.topic, a.policy);
   switch (a.policy) {
     case policy_id::at_most_once_auto: {
       // librdkafka's own auto-commit: enable.auto.commit=true, every auto_commit ms.
@@ -314,8 +317,8 @@ inline int run_child(const child_args& a) {
 /// end, 2 bad command line or an error (printed on stderr), 3 stopped early.
 inline int child_main(int argc, char** argv) {
   try {
-    if (argc != 12)
-      throw std::invalid_argument("expected 10 arguments after --child");
+    if (argc != 13)
+      throw std::invalid_argument("expected 11 arguments after --child");
     const auto policy = parse_policy(argv[2]);
     if (!policy)
       throw std::invalid_argument(std::string("unknown policy ") + argv[2]);
@@ -338,7 +341,8 @@ inline int child_main(int argc, char** argv) {
     if (!sink)
       throw std::invalid_argument(std::string("unknown sink ") + argv[10]);
     a.sink = *sink;
-    a.conninfo = std::string_view(argv[11]) == "-" ? std::string() : std::string(argv[11]);
+    a.topic = std::string_view(argv[11]) == "-" ? std::string() : std::string(argv[11]);
+    a.conninfo = std::string_view(argv[12]) == "-" ? std::string() : std::string(argv[12]);
     return run_child(a);
   } catch (const std::exception& e) {
     std::cerr << "crash_lab child: " << e.what() << "\n";

@@ -1,14 +1,22 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/kafka.hpp — the orders in a topic of librdkafka's mock cluster.
+// crash_lab/lab/kafka.hpp — the orders in a Kafka topic: of librdkafka's mock cluster, or a
+// new topic on a real broker.
 //
-// The supervisor hosts the cluster (so a killed consumer takes nothing of it along) and
-// produces the orders, in log order, into one partition: offsets are the same as the file
-// log's, and so is the reconciliation. The children connect over loopback with a manual
-// assignment (no group: a killed member would otherwise hold its partition until its session
-// timed out), each policy with a consumer group of its own for its committed offsets.
+// The supervisor hosts the mock cluster (so a killed consumer takes nothing of it along), or
+// creates a topic of a name of its own on the broker it is given, and produces the orders, in
+// log order, into one partition: offsets are the same as the file log's, and so is the
+// reconciliation. The children connect over loopback with a manual assignment (no group: a
+// killed member would otherwise hold its partition until its session timed out), each policy
+// with a consumer group of its own for its committed offsets.
 #pragma once
 
+#include <librdkafka/rdkafka.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,44 +29,112 @@ namespace crash_lab {
 
 namespace kf = commit_order::kafka;
 
-inline constexpr std::string_view kafka_topic = "orders";
 inline const co::partition_id kafka_partition{0};
 
-/// The consumer group whose committed offsets are policy p's position (where it keeps one).
-inline std::string kafka_group(policy_id p) {
-  return "crash_lab." + std::string(flag_name(p));
+/// The consumer group whose committed offsets are policy p's position (where it keeps one) in
+/// `topic`.
+inline std::string kafka_group(const std::string& topic, policy_id p) {
+  return "crash_lab." + topic + "." + std::string(flag_name(p));
 }
 
 /// What a consumer of the lab's topic is told.
-inline kf::consumer_options kafka_options(const std::string& bootstrap, policy_id p) {
-  return kf::consumer_options{.topic = std::string(kafka_topic),
+inline kf::consumer_options kafka_options(const std::string& bootstrap, const std::string& topic,
+                                          policy_id p) {
+  return kf::consumer_options{.topic = topic,
                               .config = {{"bootstrap.servers", bootstrap},
-                                         {"group.id", kafka_group(p)},
+                                         {"group.id", kafka_group(topic, p)},
                                          {"fetch.wait.max.ms", "10"}}};
 }
 
-/// The orders in a topic of a mock cluster living in this process.
+namespace detail {
+
+/// Creates `topic` with one partition on the broker at `bootstrap`; throws on failure.
+inline void create_topic(const std::string& bootstrap, const std::string& topic) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap.c_str(), err, sizeof err) !=
+      RD_KAFKA_CONF_OK) {
+    rd_kafka_conf_destroy(conf);
+    throw std::runtime_error(std::string("crash_lab: ") + err);
+  }
+  const std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk(
+      rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err), &rd_kafka_destroy);
+  if (!rk)
+    throw std::runtime_error(std::string("crash_lab: ") + err);
+  const std::unique_ptr<rd_kafka_queue_t, decltype(&rd_kafka_queue_destroy)> queue(
+      rd_kafka_queue_new(rk.get()), &rd_kafka_queue_destroy);
+  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), 1, 1, err, sizeof err);
+  if (nt == nullptr)
+    throw std::runtime_error(std::string("crash_lab: ") + err);
+  rd_kafka_CreateTopics(rk.get(), &nt, 1, nullptr, queue.get());
+  rd_kafka_NewTopic_destroy(nt);
+  const std::unique_ptr<rd_kafka_event_t, decltype(&rd_kafka_event_destroy)> ev(
+      rd_kafka_queue_poll(queue.get(), 60000), &rd_kafka_event_destroy);
+  if (!ev)
+    throw std::runtime_error("crash_lab: no answer to creating the topic " + topic + " on " +
+                             bootstrap);
+  rd_kafka_resp_err_t e = rd_kafka_event_error(ev.get());
+  std::string why = e != RD_KAFKA_RESP_ERR_NO_ERROR ? rd_kafka_event_error_string(ev.get()) : "";
+  if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    std::size_t n = 0;
+    const auto* results =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev.get()), &n);
+    if (n == 1 && rd_kafka_topic_result_error(results[0]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      e = rd_kafka_topic_result_error(results[0]);
+      why = rd_kafka_topic_result_error_string(results[0]);
+    }
+  }
+  if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+    throw std::runtime_error("crash_lab: creating the topic " + topic + " on " + bootstrap + ": " +
+                             rd_kafka_err2name(e) + " " + why);
+}
+
+/// A topic name no earlier run on the same broker used.
+inline std::string fresh_topic() {
+  return "crash_lab.orders." + std::to_string(::getpid()) + "." +
+         std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+}
+
+}  // namespace detail
+
+/// The orders in a topic: of a mock cluster living in this process when `bootstrap` is empty,
+/// else a new topic on the broker at `bootstrap`, written with acks=all.
 class kafka_orders final {
  public:
-  explicit kafka_orders(const std::vector<order_event>& events) {
-    cluster_.create_topic(std::string(kafka_topic), 1);
-    kf::producer<order_event> producer(cluster_.client_config(), std::string(kafka_topic));
+  explicit kafka_orders(const std::vector<order_event>& events, const std::string& bootstrap = {}) {
+    kf::properties producer_config;
+    if (bootstrap.empty()) {
+      cluster_.emplace();
+      topic_ = "orders";
+      cluster_->create_topic(topic_, 1);
+      bootstrap_ = cluster_->bootstraps();
+      producer_config = cluster_->client_config();
+    } else {
+      bootstrap_ = bootstrap;
+      topic_ = detail::fresh_topic();
+      detail::create_topic(bootstrap_, topic_);
+      producer_config = {{"bootstrap.servers", bootstrap_}, {"enable.idempotence", "true"}};
+    }
+    kf::producer<order_event> producer(producer_config, topic_);
     for (const order_event& e : events)
       producer.send(kafka_partition, e);
     producer.flush();
   }
 
-  [[nodiscard]] const std::string& bootstrap() const noexcept { return cluster_.bootstraps(); }
+  [[nodiscard]] const std::string& bootstrap() const noexcept { return bootstrap_; }
+  [[nodiscard]] const std::string& topic() const noexcept { return topic_; }
 
   /// The position policy p's group has committed to Kafka (none yet: empty).
   [[nodiscard]] std::optional<co::position> committed(policy_id p) const {
-    kf::partition_source<order_event, co::AtMostOnce<>> reader(kafka_options(bootstrap(), p),
-                                                               kafka_partition);
+    kf::partition_source<order_event, co::AtMostOnce<>> reader(
+        kafka_options(bootstrap(), topic(), p), kafka_partition);
     return kf::partition_offset_store(reader).load();
   }
 
  private:
-  kf::mock_cluster cluster_;
+  std::optional<kf::mock_cluster> cluster_;
+  std::string bootstrap_;
+  std::string topic_;
 };
 
 }  // namespace crash_lab

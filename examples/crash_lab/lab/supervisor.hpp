@@ -44,8 +44,10 @@ struct lab_config {
   std::size_t batch = 8;
   std::chrono::microseconds pace{250};
   std::chrono::milliseconds auto_commit{50};
-  /// Where the orders are: the file log, or a topic of a mock Kafka cluster in this process.
+  /// Where the orders are: the file log, or a Kafka topic.
   source_kind source = source_kind::file;
+  /// The Kafka broker the topic is created on; empty: a mock cluster in this process.
+  std::string kafka_bootstrap;
   /// Where the table lives; for PostgreSQL, the database (each policy in its own schema).
   sink_kind sink = sink_kind::sqlite;
   std::string pg_conninfo;
@@ -118,8 +120,10 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   child_args args;
   args.policy = policy;
   args.source = kafka != nullptr ? source_kind::kafka : source_kind::file;
-  if (kafka != nullptr)
+  if (kafka != nullptr) {
     args.bootstrap = kafka->bootstrap();
+    args.topic = kafka->topic();
+  }
   args.log_dir = paths.log_dir;
   args.database = paths.database;
   args.position_file = paths.position_file;
@@ -263,15 +267,16 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   return out;
 }
 
-/// Writes the log (config.records events) — into a file log, or into a topic of a mock Kafka
-/// cluster that lives as long as the lab runs — and runs each policy against it.
+/// Writes the log (config.records events) — into a file log, or into a Kafka topic (of a mock
+/// cluster that lives as long as the lab runs, or a new topic on config.kafka_bootstrap's
+/// broker) — and runs each policy against it.
 inline std::vector<policy_outcome> run_lab(const lab_config& config,
                                            const std::vector<policy_id>& policies) {
   std::filesystem::create_directories(config.work_dir);
   std::vector<policy_outcome> outcomes;
   if (config.source == source_kind::kafka) {
     const auto events = generate_orders(config.records, config.orders, config.seed);
-    const kafka_orders topic(events);
+    const kafka_orders topic(events, config.kafka_bootstrap);
     for (policy_id p : policies)
       outcomes.push_back(run_policy(p, config, events, &topic));
     return outcomes;

@@ -144,6 +144,13 @@ struct loop_traits final {
   }();
   /// The source keeps fingerprints of what it hands out.
   static constexpr bool source_fingerprints = checks_start_record || checks_store_start;
+  /// An idle partition's position is moved over offsets the source says will never hold a
+  /// record (a transaction's marker, an aborted transaction), durably, where the policy commits
+  /// positions itself: AutoCommit's timer commits only what was read, and an executor's writes
+  /// settle their positions out of order.
+  static constexpr bool settles_gaps = gap_reporting_source<source_type> && !async &&
+                                       !auto_commit &&
+                                       (facts.position_in_sink || facts.uses_position_store);
   static constexpr bool faults_enabled = Config::has_faults;
   /// A non-transactional write followed by a position commit leaves a durable prefix behind a
   /// failed record; the position may cover exactly that prefix.
@@ -261,6 +268,7 @@ class pipeline_impl {
   static constexpr bool sink_fingerprints = traits::sink_fingerprints;
   static constexpr bool checks_store_start = traits::checks_store_start;
   static constexpr bool source_fingerprints = traits::source_fingerprints;
+  static constexpr bool settles_gaps = traits::settles_gaps;
   static constexpr bool faults_enabled = traits::faults_enabled;
   static constexpr bool prefix_commit = traits::prefix_commit;
   static constexpr bool per_record_handling = traits::per_record_handling;
@@ -284,12 +292,19 @@ class pipeline_impl {
     friend bool operator==(const record_ref&, const record_ref&) = default;
   };
 
+  /// The last run of offsets holding no record a partition's position moved over.
+  struct moved_gap {
+    position from;
+    position to;
+  };
+
   /// What the loop keeps per partition of a partitioned source.
   struct partition_entry {
     partition_id id;
     position read;
     position committed;
     std::optional<epoch> owner;  ///< the epoch claimed for it (fencing)
+    [[no_unique_address]] std::conditional_t<settles_gaps, moved_gap, nothing> gap{};
   };
 
  public:
@@ -382,6 +397,7 @@ class pipeline_impl {
       if (n == 0) {
         if constexpr (async)
           finish_in_flight();
+        settle_gaps();
         return 0;
       }
       auto first = std::ranges::begin(batch);
@@ -405,10 +421,12 @@ class pipeline_impl {
           // the batch's records from that unit on are read again from the store's positions,
           // recovered at the next poll, once the source has settled.
           recovered_ = false;
+          return n;
         }
       } else {
         process_batch(first, last, n, batch_end);
       }
+      settle_gaps();
       return n;
     } catch (...) {
       recovered_ = false;
@@ -455,6 +473,17 @@ class pipeline_impl {
     if constexpr (has_watermark<partitioned, Sink>) {
       p.applied_watermark = sink_watermark<partitioned>(*sink_, k);
       p.reports_watermark = true;
+    }
+    if constexpr (settles_gaps) {
+      moved_gap g{};
+      if constexpr (partitioned) {
+        if (const partition_entry* e = find(k))
+          g = e->gap;
+      } else {
+        g = gap_;
+      }
+      if (g.to == p.read && g.from < g.to)
+        p.records_end = g.from;
     }
     return p;
   }
@@ -650,6 +679,98 @@ class pipeline_impl {
     }
     if constexpr (async)
       async_.reset(s.partition, s.at);
+  }
+
+  // ---- gaps: offsets that will never hold a record ----------------------------------------
+
+  // Each partition with nothing in flight whose next record the source knows can come no sooner
+  // than a later position (a read_committed consumer never receives a transaction's marker or
+  // an aborted transaction's records, yet they take offsets) has its position moved there,
+  // durably, like a unit with no records. Left on the marker, the position would make progress
+  // and Kafka's lag tools count offsets as records still to read, forever.
+  void settle_gaps() {
+    if constexpr (settles_gaps && partitioned) {
+      for (std::size_t i = 0; i < parts_.size(); ++i) {
+        const partition_entry& e = parts_[i];
+        if (e.read != e.committed)
+          continue;
+        if (const std::optional<gap> g = source_->gap_after(e.id, e.read))
+          move_over(e.id, *g);
+      }
+    } else if constexpr (settles_gaps) {
+      if (read_ != committed_)
+        return;
+      if (const std::optional<gap> g = source_->gap_after(read_))
+        move_over(partition_id{0}, *g);
+    }
+  }
+
+  // Partition k's position moves to g.end, as the policy stores positions: in a sink
+  // transaction of its own, or in the store. Refused while the group rebalances, it stays: the
+  // partition is started again from where it was, and the gap is found again.
+  void move_over(partition_id k, const gap& g) {
+    if constexpr (facts.position_in_sink) {
+      sink_->begin();
+      tx_open_ = true;
+      try {
+        if constexpr (sink_fingerprints) {
+          // The record the position follows is the one before the gap.
+          if (g.fingerprint)
+            sink_->store_position(k, g.end, owner_for(k), *g.fingerprint);
+          else
+            sink_store<partitioned>(*sink_, k, g.end, owner_for(k));
+        } else if constexpr (fencing) {
+          sink_store<partitioned>(*sink_, k, g.end, owner_for(k));
+        } else {
+          sink_store<partitioned>(*sink_, k, g.end);
+        }
+        sink_->commit();
+        tx_open_ = false;
+      } catch (...) {
+        tx_open_ = false;
+        roll_back_after_failure();
+        throw;
+      }
+    } else {
+      try {
+        if constexpr (checks_store_start) {
+          if (g.fingerprint)
+            store_->commit(k, g.end, *g.fingerprint);
+          else
+            store_commit<partitioned>(*store_, k, g.end);
+        } else if constexpr (checks_offsets) {
+          if (g.fingerprint)
+            store_->commit(g.end, *g.fingerprint);
+          else
+            store_commit<partitioned>(*store_, k, g.end);
+        } else if constexpr (partitioned && batch_position_store<Store>) {
+          const start_at s{k, g.end};
+          store_->commit(std::span<const start_at>(&s, 1));
+        } else {
+          store_commit<partitioned>(*store_, k, g.end);
+        }
+      } catch (const std::exception& e) {
+        if (!interruptible || dynamic_cast<const commit_interrupted*>(&e) == nullptr)
+          throw;
+        return;
+      }
+    }
+    if constexpr (partitioned) {
+      partition_entry& e = entry(k);
+      e.gap = {e.read, g.end};
+      e.read = e.committed = g.end;
+    } else {
+      gap_ = {read_, g.end};
+      read_ = committed_ = g.end;
+    }
+  }
+
+  // The epoch partition k was claimed at (fencing).
+  epoch owner_for(partition_id k) const {
+    if constexpr (partitioned)
+      return owner_of(k);
+    else
+      return *owner_;
   }
 
   // ---- a group-managed source's assignment --------------------------------------------------
@@ -1553,6 +1674,7 @@ class pipeline_impl {
   // A single-partition source: its one partition's positions and claimed epoch.
   position read_{};
   position committed_{};
+  [[no_unique_address]] std::conditional_t<settles_gaps && !partitioned, moved_gap, nothing> gap_{};
   [[no_unique_address]] std::conditional_t<fencing && !partitioned, std::optional<epoch>, nothing>
       owner_{};
   // A partitioned source: the partitions it owns now, and the positions the unit being

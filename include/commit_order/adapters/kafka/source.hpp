@@ -166,6 +166,14 @@ class group_source final : public detail::source_base<Event, Policy, Codec> {
   void expect_before(partition_id k, position p, std::uint64_t fingerprint) {
     this->core_->expect_before(k, p, fingerprint);
   }
+  /// The offsets from `p`, the position after the last record of partition k handed out, that
+  /// will never hold a record: found when librdkafka reached the partition's end past `p`
+  /// (under read_committed, a transaction's control marker and an aborted transaction's
+  /// records take offsets and are never delivered). The pipeline moves an idle partition's
+  /// position over them. Nothing when no such gap is known.
+  [[nodiscard]] std::optional<gap> gap_after(partition_id k, position p) const {
+    return this->core_->gap_after(k, p);
+  }
 };
 
 /// A fixed set of partitions of `options.topic`, assigned manually: no group, no rebalance.
@@ -194,6 +202,14 @@ class assigned_source final : public detail::source_base<Event, Policy, Codec> {
   void expect_before(partition_id k, position p, std::uint64_t fingerprint) {
     this->core_->expect_before(k, p, fingerprint);
   }
+  /// The offsets from `p`, the position after the last record of partition k handed out, that
+  /// will never hold a record: found when librdkafka reached the partition's end past `p`
+  /// (under read_committed, a transaction's control marker and an aborted transaction's
+  /// records take offsets and are never delivered). The pipeline moves an idle partition's
+  /// position over them. Nothing when no such gap is known.
+  [[nodiscard]] std::optional<gap> gap_after(partition_id k, position p) const {
+    return this->core_->gap_after(k, p);
+  }
 };
 
 /// One partition of `options.topic`, assigned manually: a single-partition source, for sinks
@@ -220,6 +236,11 @@ class partition_source final : public detail::source_base<Event, Policy, Codec> 
   [[nodiscard]] position earliest() const { return this->core_->earliest(partition_); }
   [[nodiscard]] position end() const { return this->core_->end(partition_); }
   [[nodiscard]] partition_id partition() const noexcept { return partition_; }
+  /// The offsets from `p`, the position after the last record handed out, that will never hold
+  /// a record (see group_source::gap_after).
+  [[nodiscard]] std::optional<gap> gap_after(position p) const {
+    return this->core_->gap_after(partition_, p);
+  }
 
  private:
   partition_id partition_;

@@ -284,6 +284,22 @@ inline resolved_config resolve(const consumer_options& o, assignment_kind kind, 
   r.owned.push_back({"isolation.level", conf_scope::global, "read_committed",
                      "records of aborted or open transactions would be written"});
 
+  // enable.partition.eof: reaching a partition's end tells the source that the offsets after
+  // the last record it handed out hold none (a transaction's markers, an aborted transaction's
+  // records): the position moves over them instead of resting on a marker, where progress and
+  // lag tools would count offsets no poll will ever return.
+  if (const std::string* v = given("enable.partition.eof")) {
+    const auto b = as_bool(*v);
+    if (!b || !*b)
+      refuse("enable.partition.eof=" + *v +
+             " is refused: the source learns at a partition's end that the offsets after its "
+             "last record are a transaction's markers, and moves the position over them -- "
+             "remove the property");
+  }
+  r.props.erase("enable.partition.eof");
+  r.owned.push_back({"enable.partition.eof", conf_scope::global, "true",
+                     "the position moves over a transaction's markers at a partition's end"});
+
   // Legacy and deprecated spellings of what the policy decides: librdkafka keeps topic-level
   // twins (used by its legacy consumer) and an offset store method. None may be changed.
   r.owned.push_back({"enable.auto.commit", conf_scope::topic, auto_commit ? "true" : "false",

@@ -590,6 +590,18 @@ class consumer_core final : public client_core {
     return batch_;
   }
 
+  /// The offsets from `p` that will never hold a record, when partition k's last record handed
+  /// out is just before `p` and librdkafka has since reached the partition's end further on:
+  /// under read_committed, a transaction's control marker and an aborted transaction's records
+  /// take offsets and are never delivered. Nothing while a seek or a comparison is pending.
+  [[nodiscard]] std::optional<gap> gap_after(partition_id k, position p) const {
+    const part* q = find(k);
+    if (q == nullptr || q->verify || q->seek_to != no_seek || q->gap_from < 0 ||
+        p.value() < q->gap_from || p.value() >= q->next)
+      return std::nullopt;
+    return gap{position{q->next}, q->last_fingerprint};
+  }
+
   [[nodiscard]] position earliest(partition_id k) const { return position{watermarks(k).first}; }
   [[nodiscard]] position end(partition_id k) const { return position{watermarks(k).second}; }
 
@@ -608,7 +620,11 @@ class consumer_core final : public client_core {
   /// Leaves in good order: unsubscribes, lets the revoke reach the listener (if any), waits
   /// for the assignment to empty, then closes. (With cooperative-sticky, librdkafka 2.0.2's
   /// rd_kafka_consumer_close can hang when an assignment arrives while it closes, #4527:
-  /// unsubscribing and draining first is the known workaround.)
+  /// unsubscribing and draining first is the known workaround.) A static member
+  /// (`group.instance.id`) does not unsubscribe: librdkafka 2.0.2 sends LeaveGroup on
+  /// unsubscribe even for a static member, and the group would rebalance; closed directly, the
+  /// member keeps its partitions for session.timeout.ms, and a restart under the same instance
+  /// id takes them back at the same generation (KIP-345).
   void close() {
     if (closed_)
       return;
@@ -616,7 +632,7 @@ class consumer_core final : public client_core {
     clear_batch();
     expected_.clear();
     std::exception_ptr first;
-    if (kind() == assignment_kind::group) {
+    if (kind() == assignment_kind::group && !options().config.contains("group.instance.id")) {
       rd_kafka_unsubscribe(rk_.get());
       using clock = std::chrono::steady_clock;
       const auto deadline = clock::now() + options().request_timeout;
@@ -660,6 +676,12 @@ class consumer_core final : public client_core {
     std::int64_t seek_to;  ///< a seek to apply before the next fetch (INVALID: none)
     /// Started at verify->at - 1 (= next) to compare that record: none taken yet.
     std::optional<expectation> verify = std::nullopt;
+    /// The offset `next` was when librdkafka reached the partition's end further on (next
+    /// moved there): no record lies in [gap_from, next), only a transaction's markers or an
+    /// aborted transaction's records. -1 once a record is taken, or the partition started.
+    std::int64_t gap_from = -1;
+    /// The fingerprint of the last record handed out (at next - 1), when fingerprints are kept.
+    std::optional<std::uint64_t> last_fingerprint = std::nullopt;
   };
   static constexpr std::int64_t no_seek = RD_KAFKA_OFFSET_INVALID;
 
@@ -670,6 +692,12 @@ class consumer_core final : public client_core {
 
   part* find(partition_id k) noexcept {
     for (part& q : owned_)
+      if (q.k == k)
+        return &q;
+    return nullptr;
+  }
+  const part* find(partition_id k) const noexcept {
+    for (const part& q : owned_)
       if (q.k == k)
         return &q;
     return nullptr;
@@ -694,6 +722,7 @@ class consumer_core final : public client_core {
     forget_expectations(std::span(&q.k, 1));
     q.next = q.verify ? p - 1 : p;
     q.seek_to = q.next;
+    q.gap_from = -1;
   }
 
   void clear_batch() noexcept {
@@ -784,6 +813,7 @@ class consumer_core final : public client_core {
       if (part* q = find(it->source_partition)) {
         q->next = it->source_offset.value();
         q->seek_to = q->next;
+        q->gap_from = -1;
       }
     }
     clear_batch();
@@ -859,8 +889,12 @@ class consumer_core final : public client_core {
         batch_.pop_back();
         throw;
       }
+      q->last_fingerprint = fingerprints_.back();
+    } else {
+      q->last_fingerprint.reset();
     }
     q->next = m.offset + 1;
+    q->gap_from = -1;
     return true;
   }
 
@@ -878,6 +912,7 @@ class consumer_core final : public client_core {
     const std::uint64_t found = message_fingerprint(m);
     if (found == e.fingerprint) {
       q.next = e.at;
+      q.last_fingerprint = found;
       return true;
     }
     q.verify = e;
@@ -891,8 +926,18 @@ class consumer_core final : public client_core {
   bool on_error(const rd_kafka_message_t& m) {
     const rd_kafka_resp_err_t e = m.err;
     const partition_id k{m.partition};
-    if (e == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+    if (e == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      // Every message before m.offset has been taken from librdkafka (it keeps a partition's
+      // messages in order, and drops those fetched before a seek): what was not handed out is
+      // no record at all.
+      if (part* q = find(k);
+          q != nullptr && !q->verify && q->seek_to == no_seek && m.offset > q->next) {
+        if (q->gap_from < 0)
+          q->gap_from = q->next;
+        q->next = m.offset;
+      }
       return true;
+    }
     if (e == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m.rkt != nullptr) {
       // auto.offset.reset=error: the fetch position is outside the log. librdkafka stops the
       // partition until it is sought again.
@@ -909,6 +954,7 @@ class consumer_core final : public client_core {
         // to compare, and p is still the first record retained.
         q->verify.reset();
         q->next = stored;
+        q->gap_from = -1;
         restart(*q);
         return true;
       }
