@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// The running example of the design essays, shared by the examples: order events flattened
+// The running example (docs/reference.md), shared by the examples: order events flattened
 // into `orders_flat`, keyed by order_id, where later events update earlier orders. The examples
 // define it here rather than use the tests' fixtures (tests/support/orders.hpp) so that each
 // reads on its own, as a user's program would: everything it uses is in this directory.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// A week of crashes, measured (the design essays' arithmetic): a consumer at 2000 records/s
+// A week of crashes, measured (docs/failure-directions.md): a consumer at 2000 records/s
 // committing every 5 s, one or two unclean shutdowns a week, under AtMostOnce<AutoCommit>,
 // AtLeastOnce and TransactionalPosition.
 //

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// A week of crashes, simulated (the arithmetic of the design essays): a consumer at 2000 records/s
+// A week of crashes, simulated (docs/failure-directions.md): a consumer at 2000 records/s
 // that commits every 5 s has up to 10,000 records in flight behind each commit; one or two unclean
 // shutdowns a week then lose (commit-then-write, here auto-commit) or replay (write-then-commit) up
 // to 10,000 records each.
@@ -66,15 +66,15 @@ using time_point = virtual_clock::time_point;
 // ---- the parameters ----------------------------------------------------------------------------
 
 struct parameters {
-  std::int64_t records_per_second = 2000;  ///< the essays' rate
-  std::int64_t commit_interval_ms = 5000;  ///< the essays' commit interval (Kafka's default)
+  std::int64_t records_per_second = 2000;  ///< the example's rate
+  std::int64_t commit_interval_ms = 5000;  ///< Kafka's default commit interval
   double crashes_per_week = 2;             ///< "one or two unclean shutdowns a week"
   std::int64_t weeks = 1;
   std::uint64_t seed = 20240607;
   std::int64_t downtime_s = 30;               ///< from the kill to the restarted consumer
   std::int64_t max_fetch_latency_us = 20000;  ///< a poll waits 0..this for the broker
 
-  /// Records per poll: one commit interval's worth, the essays' "in flight behind each commit".
+  /// Records per poll: one commit interval's worth, "in flight behind each commit".
   [[nodiscard]] std::int64_t batch() const {
     return records_per_second * commit_interval_ms / 1000;
   }

@@ -140,9 +140,9 @@ std::string policy_name() {
   return std::string(P::name) + "<" + std::string(P::trigger::name) + ">";
 }
 
-/// DESIGN.md's legality table (R1-R5), written out by hand for the four sinks: the set the crash
-/// tests must run. It is compared with what `can_make_pipeline` accepts, so a rule that drifts
-/// from the design shows up as a mismatch, not as a silently smaller matrix.
+/// The legality table (R1-R5, docs/legality.md), written out by hand for the four sinks: the set
+/// the crash tests must run. It is compared with what `can_make_pipeline` accepts, so a rule that
+/// drifts from the design shows up as a mismatch, not as a silently smaller matrix.
 constexpr bool design_allows(policy_kind p, trigger_kind t, sink_kind s) {
   const bool idempotent = s != sink_kind::harmless;
   const bool guarded = s == sink_kind::guarded || s == sink_kind::transactional;
@@ -323,7 +323,8 @@ struct step_model {
   bool timer = false;
   bool transactional = false;
   /// The write step is a transaction of its own: the policy has no Begin, the sink is
-  /// Transactional (DESIGN §5: a write step over a transactional sink is one transaction).
+  /// Transactional (a write step over a transactional sink is one transaction: docs/reference.md,
+  /// "Run-time behaviour worth knowing").
   bool write_in_own_transaction = false;
 };
 

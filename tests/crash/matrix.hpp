@@ -339,8 +339,8 @@ inline void report(const combination_result& r) {
 }
 
 /// Runs the matrix for every sink `Policy` may legally be combined with, checks that these are
-/// exactly the sinks DESIGN.md's rules allow, and that the failure direction the type declares
-/// is the one observed — in both senses: never a direction the type rules out, and each
+/// exactly the sinks the rules allow (docs/legality.md), and that the failure direction the type
+/// declares is the one observed — in both senses: never a direction the type rules out, and each
 /// direction it admits actually reached by some crash.
 template <class Policy>
 std::size_t run_policy_matrix() {

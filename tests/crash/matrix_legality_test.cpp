@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // The crash matrix runs exactly the combinations the legality rules allow: every policy x
 // trigger x sink is judged by `can_make_pipeline` (with the options the matrix uses) and by
-// `is_legal_v`, and both must agree with DESIGN.md's table written out in crash_support.hpp.
+// `is_legal_v`, and both must agree with docs/legality.md's table written out in crash_support.hpp.
 #include <doctest/doctest.h>
 
 #include <iostream>
@@ -61,6 +61,6 @@ TEST_CASE("crash matrix: the combinations run are the ones the rules allow") {
   // AtLeastOnce: 4 x 2; TransactionalPosition: the transactional sink x 2.
   CHECK(legal == 8 + 3 + 8 + 2);
   for (const std::string& m : mismatches)
-    FAIL_CHECK("the rules and DESIGN.md disagree on " << m);
+    FAIL_CHECK("the rules and docs/legality.md disagree on " << m);
   MESSAGE(legal << " of " << judged << " policy x trigger x sink combinations are legal");
 }

@@ -507,9 +507,9 @@ combination_result run_partitioned_combination() {
 }
 
 /// Runs the partitioned matrix for every sink `Policy` may legally be combined with; checks
-/// these are exactly the sinks DESIGN.md's rules allow (with the guarded sinks partition-scoped,
-/// and the unscoped guarded ones refused by R17) and that the declared failure direction is the
-/// observed one.
+/// these are exactly the sinks the rules allow (docs/legality.md) (with the guarded sinks
+/// partition-scoped, and the unscoped guarded ones refused by R17) and that the declared failure
+/// direction is the observed one.
 template <class Policy>
 std::size_t run_partitioned_policy_matrix() {
   std::size_t scenarios = 0;

@@ -51,7 +51,7 @@ void check_bounds(const wc::week_result& w) {
 }  // namespace
 
 TEST_CASE("a week of crashes: a week at 2000 records/s with a 5 s commit and 2 crashes") {
-  const wc::parameters p;  // the design essays' numbers
+  const wc::parameters p;  // docs/failure-directions.md's numbers
   REQUIRE(p.batch() == 10000);
   REQUIRE(p.crashes() == 2);
   const wc::week_result w = wc::simulate(p);
@@ -86,7 +86,7 @@ TEST_CASE("a week of crashes: raised crash rate reaches both of auto-commit's di
 
 TEST_CASE("a week of crashes: the timer arithmetic matches the real pipeline batch after batch") {
   wc::parameters p;
-  // The essays' latencies: the timer drifts slowly through the batch.
+  // The example's latencies: the timer drifts slowly through the batch.
   CHECK(wc::auto_commit_lane(p).validate_timer_model(wc::boundary{}, 30) >= 30);
   // Long fetches: the drift wraps around within a few batches, so the timer also fires at the
   // poll itself (before a single row is written) and at the batch's last row.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// The test fixtures, written once: the running example of the design essays — order events
+// The test fixtures, written once: the running example (docs/reference.md) — order events
 // flattened into `orders_flat`, keyed by order_id, where later events update earlier orders —
 // with a table of every capability set the rules tell apart, position stores of each
 // durability, a log of each, and a manual clock. The unit, concurrency, crash and integration

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
-// commit_order/testing/conformance.hpp — one conformance kit for every adapter (DESIGN §5c).
+// commit_order/testing/conformance.hpp — one conformance kit for every adapter
+// (docs/testing-kit.md).
 //
 //   #include <commit_order/testing/conformance.hpp>
 //

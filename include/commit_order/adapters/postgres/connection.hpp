@@ -29,7 +29,8 @@ namespace commit_order::postgres {
 // ---- a failure is the record's or the world's ----------------------------------------------
 //
 // The pipeline acts on a record's failure (retries it, dead-letters it, or stops naming it) and
-// never on the world's (DESIGN §5). Every failed statement is classified by its SQLSTATE:
+// never on the world's (docs/reference.md, "Errors"). Every failed statement is classified by its
+// SQLSTATE:
 //
 // The record's -- `record_error`: the row this record makes is refused, where another record's
 // row would not be.

@@ -31,9 +31,9 @@ namespace commit_order::sqlite {
 // ---- a failure is the record's or the world's ------------------------------------------------
 //
 // The pipeline acts on a record's failure (retries it, dead-letters it, or stops naming it)
-// and never on the world's (DESIGN §5): an infrastructure_error is not retried as the record's,
-// never dead-lettered, and the position does not move past it. Every failed SQLite call is
-// classified by its extended result code:
+// and never on the world's (docs/reference.md, "Errors"): an infrastructure_error is not retried as
+// the record's, never dead-lettered, and the position does not move past it. Every failed SQLite
+// call is classified by its extended result code:
 //
 // The record's -- `record_error`, NOT an infrastructure_error: the row this record makes is
 // refused, where another record's row would not be.
