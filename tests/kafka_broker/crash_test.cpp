@@ -38,8 +38,9 @@ crash_lab::policy_outcome run(crash_lab::policy_id policy, int kills, std::int64
 
 }  // namespace
 
-TEST_CASE("broker, TransactionalPosition under 50 SIGKILLs: nothing lost, duplicated or "
-          "regressed") {
+TEST_CASE(
+    "broker, TransactionalPosition under 50 SIGKILLs: nothing lost, duplicated or "
+    "regressed") {
   test_support::scratch_dir dir;
   const auto o = run(crash_lab::policy_id::transactional, 50, 2000, dir);
   CHECK(o.kills == 50);

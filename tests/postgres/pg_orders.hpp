@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
-// The orders of the running example (docs/reference.md), as the PostgreSQL tests write them: `orders_flat` keyed by
-// order_id, every row with the partition and offset it came from; a per-order version
-// (event_seq) for the version guard; an append table; and a table of every column type.
+// The orders of the running example (docs/reference.md), as the PostgreSQL tests write them:
+// `orders_flat` keyed by order_id, every row with the partition and offset it came from; a
+// per-order version (event_seq) for the version guard; an append table; and a table of every column
+// type.
 #pragma once
 
 #include <cstdint>
