@@ -126,7 +126,7 @@ class pipeline final
     // failed), and code that uses its members adds no error to the rule's.
     // BEGIN GENERATED RULE CHECKS
     // clang-format off
-    static_assert(rules::registry_fingerprint == 0x11544acd5328d873ULL,
+    static_assert(rules::registry_fingerprint == 0x53d3bdd98322b946ULL,
                   "commit_order: the rule checks in pipeline.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
     static_assert(!std::is_same_v<verdict, rules::unknown_option>,
                   "commit_order S0: unknown or repeated pipeline option -- each of with_store, with_clock, with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and with_executor may be given once");
@@ -211,7 +211,7 @@ class pipeline final
     static_assert(!std::is_same_v<verdict, rules::group_needs_fencing_sink>,
                   "commit_order R18: a group-managed source moves partitions between consumers and this sink cannot fence a stale owner -- keep the position in a fencing sink (claim(partition, epoch) and store_position(partition, position, epoch))");
     static_assert(!std::is_same_v<verdict, rules::sink_less_durable_than_store>,
-                  "commit_order R9a: this policy makes the write durable before the position, and the sink is less durable than the position store -- a power loss would keep a position past rows that vanished; use a sink at least as durable as the store");
+                  "commit_order R9a: this policy makes the write durable before the position, and the sink is less durable than the position store -- a power loss would keep a position past rows that vanished; use a sink at least as durable as the store (behind Kafka's replicated offsets, a database with a synchronous standby: postgres::replicated)");
     static_assert(!std::is_same_v<verdict, rules::store_less_durable_than_sink>,
                   "commit_order R9b: this policy makes the position durable before the write, and the position store is less durable than the sink -- a power loss would replay into rows the sink kept; use a store at least as durable as the sink");
     static_assert(!std::is_same_v<verdict, rules::source_less_durable_than_position>,

@@ -578,7 +578,8 @@ struct sink_less_durable_than_store final {
   static constexpr std::string_view message =
       "commit_order R9a: this policy makes the write durable before the position, and the sink is "
       "less durable than the position store -- a power loss would keep a position past rows that "
-      "vanished; use a sink at least as durable as the store";
+      "vanished; use a sink at least as durable as the store (behind Kafka's replicated offsets, "
+      "a database with a synchronous standby: postgres::replicated)";
   static constexpr std::string_view prevents = "a position that survives the rows it vouches for";
   template <class C>
   static constexpr bool violated = [] {

@@ -130,6 +130,27 @@ class pg_server final {
   /// Starts the server again on the same data (after crash()).
   void restart() { start(); }
 
+  /// A streaming standby of this server: a base backup (pg_basebackup -R, which points it at
+  /// this server), started in a directory and on a socket of its own, with this server's fsync
+  /// setting. It streams from this server once started; whether this server waits for it is
+  /// this server's synchronous_standby_names.
+  [[nodiscard]] pg_server make_standby() const {
+    std::string pattern = "/tmp/copg.XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::system_error(errno, std::system_category(), "mkdtemp /tmp/copg.XXXXXX");
+    pg_server standby{std::filesystem::path(pattern), bindir_, fsync_};
+    if (::geteuid() == 0) {
+      const owner o = nobody();
+      if (::chown(pattern.c_str(), o.uid, o.gid) != 0)
+        throw std::system_error(errno, std::system_category(), "chown " + pattern);
+    }
+    standby.run({(bindir_ / "pg_basebackup").string(), "-h", dir_.string(), "-U", "co", "-D",
+                 (standby.dir_ / "data").string(), "-R", "-X", "stream", "--no-sync"},
+                standby.dir_ / "basebackup.log", "pg_basebackup");
+    standby.start();
+    return standby;
+  }
+
   /// Keeps the server running after this object is gone (the fixture's start step).
   void release() noexcept { released_ = true; }
 
@@ -156,6 +177,10 @@ class pg_server final {
     uid_t uid;
     gid_t gid;
   };
+
+  // An empty server directory `dir`, for a standby to be made in.
+  pg_server(std::filesystem::path dir, std::filesystem::path bindir, bool fsync)
+      : bindir_(std::move(bindir)), dir_(std::move(dir)), fsync_(fsync) {}
 
   explicit pg_server(std::filesystem::path dir) : dir_(std::move(dir)) {
     bindir_ = find_bindir();

@@ -239,34 +239,51 @@ class result final {
 // back. fsync and full_page_writes are the server's: the connection reads them and refuses to
 // run a durability its type declares if they do not give it.
 //
+//   postgres::replicated  Replicated: what synced gives, and synchronous_standby_names names at
+//                       least one standby, so a COMMIT under synchronous_commit=on returns
+//                       only once a synchronous standby has flushed its WAL too. Which standby
+//                       acknowledged is the server's business; the connection reads the two
+//                       settings back when it connects (and reconnects). With no standby
+//                       connected, COMMIT waits: a stall, never a loss.
 //   postgres::synced    Synced: fsync=on, full_page_writes=on, synchronous_commit on.
 //   postgres::buffered  Buffered: synchronous_commit on, whatever fsync says (an acknowledged
 //                       commit survives a crash of the consumer and of the server process, not
 //                       a power cut when fsync is off).
-// Replicated is not offered: which standby acknowledged a commit is the server's configuration
-// (synchronous_standby_names), not something a client can check per commit.
 
+/// Replicated: every acknowledged commit was flushed to the server's disk and to a synchronous
+/// standby's. As durable as a replicated Kafka topic: AtLeastOnce with Kafka's committed
+/// offsets as the position store needs it (rule R9a).
+struct replicated final {
+  using durability = Replicated;
+  static constexpr bool needs_fsync = true;
+  static constexpr bool needs_standby = true;
+  static constexpr std::string_view name = "replicated";
+};
 /// Synced: every acknowledged commit was flushed to the server's disk. The default.
 struct synced final {
   using durability = Synced;
   static constexpr bool needs_fsync = true;
+  static constexpr bool needs_standby = false;
   static constexpr std::string_view name = "synced";
 };
 /// Buffered: every acknowledged commit was written to the server's operating system.
 struct buffered final {
   using durability = Buffered;
   static constexpr bool needs_fsync = false;
+  static constexpr bool needs_standby = false;
   static constexpr std::string_view name = "buffered";
 };
 
 template <class M>
-concept durability_mode = std::is_same_v<M, synced> || std::is_same_v<M, buffered>;
+concept durability_mode =
+    std::is_same_v<M, replicated> || std::is_same_v<M, synced> || std::is_same_v<M, buffered>;
 
 /// What the server runs with, as it reports it.
 struct effective_durability final {
   std::string synchronous_commit;
   std::string fsync;
   std::string full_page_writes;
+  std::string synchronous_standby_names;
 };
 
 /// True when a server running with `d` gives what durability mode `M` declares.
@@ -274,6 +291,13 @@ template <durability_mode M>
 [[nodiscard]] bool gives(const effective_durability& d) noexcept {
   if (d.synchronous_commit == "off")
     return false;
+  if constexpr (M::needs_standby) {
+    // Under local or remote_write, COMMIT returns before a standby has flushed.
+    if (d.synchronous_commit != "on" && d.synchronous_commit != "remote_apply")
+      return false;
+    if (d.synchronous_standby_names.find_first_not_of(" \t") == std::string::npos)
+      return false;
+  }
   if constexpr (M::needs_fsync)
     return d.fsync == "on" && d.full_page_writes == "on";
   return true;
@@ -288,10 +312,13 @@ class durability_mismatch final : public infrastructure_error {
             "", detail::concat(
                     "the server runs with fsync=", got.fsync, ", full_page_writes=",
                     got.full_page_writes, ", synchronous_commit=", got.synchronous_commit,
-                    ", which does not give what the '", wanted,
+                    ", synchronous_standby_names='", got.synchronous_standby_names,
+                    "', which does not give what the '", wanted,
                     "' durability mode declares (Synced needs fsync=on and full_page_writes=on; "
-                    "every mode needs synchronous_commit other than off) -- run the server "
-                    "with those settings, or declare postgres::buffered"))
+                    "Replicated needs those and a synchronous standby named in "
+                    "synchronous_standby_names; every mode needs synchronous_commit other than "
+                    "off) -- run the server with those settings, or declare a weaker mode "
+                    "(postgres::synced, postgres::buffered)"))
       , got_(got) {}
 
   [[nodiscard]] const effective_durability& actual() const noexcept { return got_; }
@@ -441,8 +468,9 @@ class connection final {
   [[nodiscard]] effective_durability durability() {
     result r = exec(
         "SELECT current_setting('synchronous_commit'), current_setting('fsync'),"
-        " current_setting('full_page_writes')");
-    return {std::string(r.text(0, 0)), std::string(r.text(0, 1)), std::string(r.text(0, 2))};
+        " current_setting('full_page_writes'), current_setting('synchronous_standby_names')");
+    return {std::string(r.text(0, 0)), std::string(r.text(0, 1)), std::string(r.text(0, 2)),
+            std::string(r.text(0, 3))};
   }
 
   [[nodiscard]] PGconn* get() const noexcept { return conn_.get(); }
