@@ -364,19 +364,17 @@ concept fingerprinted_start_source = requires(S& s, const source_record_t<S>& r)
 /// Offsets past a position that will never hold a record, as a source knows them: a
 /// transaction's control marker and an aborted transaction's records take offsets that a
 /// read_committed consumer never receives. Everything from the position asked about up to `end`
-/// is such offsets; `fingerprint` is that of the record just before the position (the last one
-/// handed out), when the source keeps fingerprints.
+/// is such offsets.
 struct gap {
   position end;
-  std::optional<std::uint64_t> fingerprint;
 };
 
 /// A source that can tell where a partition's next record can come from at the earliest, when
 /// that lies past the next offset: `gap_after(k, p)` (`gap_after(p)` for a single-partition
 /// source), asked with `p` the position after the last record it handed out, answers the gap
-/// that starts at `p`, or nothing. The pipeline moves an idle partition's position over it, so
-/// that the position is never left on a transaction's marker (where progress and Kafka's lag
-/// tools would count offsets no poll will ever return as records still to read).
+/// that starts at `p`, or nothing. The pipeline moves an idle partition's read position over
+/// it (and, where no fingerprint would be lost, its durable position), so that progress never
+/// counts offsets no poll will ever return as records still to read.
 template <class S>
 concept gap_reporting_source =
     (partitioned_source<S> ? requires(const S& s, partition_id k, position p) {

@@ -19,26 +19,34 @@ namespace commit_order {
 ///
 ///     earliest ... applied watermark | ... read | ... source_end
 ///     unapplied = read - (watermark + 1)        unread = source_end - read
-///     (read less the offsets at its end that hold no record, see records_end)
 ///     uncommitted = read - committed             (the position's lag behind the read)
+///
+/// where unapplied and uncommitted take `read` less the offsets at its end that hold no record
+/// (records_end).
 ///
 /// The records not yet in the sink are `unread() + *unapplied()`: the two never overlap.
 struct progress final {
-  position read{};                          ///< where the next poll reads
-  position committed{};                     ///< the last durable position
-  std::optional<offset> applied_watermark;  ///< highest source offset in the sink, if it says
-  position source_end{};                    ///< just past the source's last record
-  partition_id partition{};                 ///< the partition these figures are of
-  bool reports_watermark = false;           ///< the sink reports an applied watermark
-  /// Just past the last record read, when that is below `read`: the position moved over
+  position read{};       ///< where the next poll reads
+  position committed{};  ///< the last durable position
+  /// The highest source offset in the sink, if it says; where the policy makes the position
+  /// durable only after the write (AtLeastOnce, TransactionalPosition), the offset before the
+  /// committed position when that is higher: the position vouches for everything before it.
+  std::optional<offset> applied_watermark;
+  position source_end{};           ///< just past the source's last record
+  partition_id partition{};        ///< the partition these figures are of
+  bool reports_watermark = false;  ///< the sink reports an applied watermark
+  /// Just past the last record read, when that is below `read`: the read position moved over
   /// offsets that hold no record (a transaction's markers, an aborted transaction's records),
-  /// which `unapplied()` does not count. Empty otherwise.
+  /// which neither `unapplied()` nor `uncommitted()` counts. Empty otherwise.
   std::optional<position> records_end{};
 
   /// Records the consumer has not read yet.
   [[nodiscard]] constexpr std::int64_t unread() const noexcept { return source_end - read; }
   /// Records read but not yet covered by a durable position.
-  [[nodiscard]] constexpr std::int64_t uncommitted() const noexcept { return read - committed; }
+  [[nodiscard]] constexpr std::int64_t uncommitted() const noexcept {
+    const position through = records_end.value_or(read);
+    return through > committed ? through - committed : 0;
+  }
   /// Records read but not yet applied: between the sink's watermark and the read position
   /// (every record read since `earliest` while the sink holds none of this partition's rows;
   /// 0 when a replay reads again what the sink holds). Empty when the sink cannot report a

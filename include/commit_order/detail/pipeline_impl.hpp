@@ -269,6 +269,9 @@ class pipeline_impl {
   static constexpr bool checks_store_start = traits::checks_store_start;
   static constexpr bool source_fingerprints = traits::source_fingerprints;
   static constexpr bool settles_gaps = traits::settles_gaps;
+  // A gap moved over is made durable where no fingerprint would be lost (see move_over).
+  static constexpr bool durable_gap_moves =
+      settles_gaps && !sink_fingerprints && !checks_store_start && !checks_offsets;
   static constexpr bool faults_enabled = traits::faults_enabled;
   static constexpr bool prefix_commit = traits::prefix_commit;
   static constexpr bool per_record_handling = traits::per_record_handling;
@@ -473,6 +476,14 @@ class pipeline_impl {
     if constexpr (has_watermark<partitioned, Sink>) {
       p.applied_watermark = sink_watermark<partitioned>(*sink_, k);
       p.reports_watermark = true;
+      if constexpr (!facts.may_lose()) {
+        // A position made durable only after the write vouches for everything before it,
+        // offsets that hold no record included (a gap moved over, before a restart).
+        const position durable = p.committed;
+        if (durable.value() > 0 &&
+            (!p.applied_watermark || position::after(*p.applied_watermark) < durable))
+          p.applied_watermark = offset{durable.value() - 1};
+      }
     }
     if constexpr (settles_gaps) {
       moved_gap g{};
@@ -685,84 +696,78 @@ class pipeline_impl {
 
   // Each partition with nothing in flight whose next record the source knows can come no sooner
   // than a later position (a read_committed consumer never receives a transaction's marker or
-  // an aborted transaction's records, yet they take offsets) has its position moved there,
-  // durably, like a unit with no records. Left on the marker, the position would make progress
-  // and Kafka's lag tools count offsets as records still to read, forever.
+  // an aborted transaction's records, yet they take offsets) has its read position moved there.
+  // Left on the marker, progress would count offsets as records still to read, forever.
   void settle_gaps() {
     if constexpr (settles_gaps && partitioned) {
       for (std::size_t i = 0; i < parts_.size(); ++i) {
-        const partition_entry& e = parts_[i];
-        if (e.read != e.committed)
+        partition_entry& e = parts_[i];
+        if (!idle(e.read, e.committed, e.gap))
           continue;
         if (const std::optional<gap> g = source_->gap_after(e.id, e.read))
-          move_over(e.id, *g);
+          move_over(e.id, e.read, e.committed, e.gap, *g);
       }
     } else if constexpr (settles_gaps) {
-      if (read_ != committed_)
+      if (!idle(read_, committed_, gap_))
         return;
       if (const std::optional<gap> g = source_->gap_after(read_))
-        move_over(partition_id{0}, *g);
+        move_over(partition_id{0}, read_, committed_, gap_, *g);
     }
   }
 
-  // Partition k's position moves to g.end, as the policy stores positions: in a sink
-  // transaction of its own, or in the store. Refused while the group rebalances, it stays: the
-  // partition is started again from where it was, and the gap is found again.
-  void move_over(partition_id k, const gap& g) {
-    if constexpr (facts.position_in_sink) {
-      sink_->begin();
-      tx_open_ = true;
-      try {
-        if constexpr (sink_fingerprints) {
-          // The record the position follows is the one before the gap.
-          if (g.fingerprint)
-            sink_->store_position(k, g.end, owner_for(k), *g.fingerprint);
-          else
+  // Nothing of the partition is in flight: everything read is durable, or all that was read
+  // past the durable position is a gap moved over.
+  static bool idle(position read, position committed, const moved_gap& last) noexcept {
+    return read == committed || (last.to == read && last.from == committed);
+  }
+
+  // The partition's read position moves to g.end. Where the policy stores positions without a
+  // fingerprint, the position moves there durably too, as a unit with no records would: in a
+  // sink transaction of its own, or in the store (refused while the group rebalances, it
+  // stays, and the gap is found again). Where it keeps the fingerprint of the record a
+  // position follows, the durable position stays where it is, just after the last record:
+  // past the gap, the offset before it would be a marker, which no start can read back to
+  // compare, and a topic recreated under its name would no longer be caught. A restart reads
+  // that record again, and finds the gap again.
+  void move_over(partition_id k, position& read, position& committed, moved_gap& last,
+                 const gap& g) {
+    if constexpr (durable_gap_moves) {
+      if constexpr (facts.position_in_sink) {
+        sink_->begin();
+        tx_open_ = true;
+        try {
+          if constexpr (fencing)
             sink_store<partitioned>(*sink_, k, g.end, owner_for(k));
-        } else if constexpr (fencing) {
-          sink_store<partitioned>(*sink_, k, g.end, owner_for(k));
-        } else {
-          sink_store<partitioned>(*sink_, k, g.end);
-        }
-        sink_->commit();
-        tx_open_ = false;
-      } catch (...) {
-        tx_open_ = false;
-        roll_back_after_failure();
-        throw;
-      }
-    } else {
-      try {
-        if constexpr (checks_store_start) {
-          if (g.fingerprint)
-            store_->commit(k, g.end, *g.fingerprint);
           else
-            store_commit<partitioned>(*store_, k, g.end);
-        } else if constexpr (checks_offsets) {
-          if (g.fingerprint)
-            store_->commit(g.end, *g.fingerprint);
-          else
-            store_commit<partitioned>(*store_, k, g.end);
-        } else if constexpr (partitioned && batch_position_store<Store>) {
-          const start_at s{k, g.end};
-          store_->commit(std::span<const start_at>(&s, 1));
-        } else {
-          store_commit<partitioned>(*store_, k, g.end);
-        }
-      } catch (const std::exception& e) {
-        if (!interruptible || dynamic_cast<const commit_interrupted*>(&e) == nullptr)
+            sink_store<partitioned>(*sink_, k, g.end);
+          sink_->commit();
+          tx_open_ = false;
+        } catch (...) {
+          tx_open_ = false;
+          roll_back_after_failure();
           throw;
-        return;
+        }
+      } else {
+        try {
+          if constexpr (partitioned && batch_position_store<Store>) {
+            const start_at s{k, g.end};
+            store_->commit(std::span<const start_at>(&s, 1));
+          } else {
+            store_commit<partitioned>(*store_, k, g.end);
+          }
+        } catch (const std::exception& e) {
+          if (!interruptible || dynamic_cast<const commit_interrupted*>(&e) == nullptr)
+            throw;
+          return;
+        }
       }
     }
-    if constexpr (partitioned) {
-      partition_entry& e = entry(k);
-      e.gap = {e.read, g.end};
-      e.read = e.committed = g.end;
-    } else {
-      gap_ = {read_, g.end};
-      read_ = committed_ = g.end;
-    }
+    // One run of offsets with no record, however many gaps the source reported it in.
+    const bool extends = last.to == read && last.from < last.to;
+    last = {extends ? last.from : read, g.end};
+    if constexpr (durable_gap_moves)
+      committed = g.end;
+    read = g.end;
   }
 
   // The epoch partition k was claimed at (fencing).

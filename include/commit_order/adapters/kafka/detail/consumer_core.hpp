@@ -599,7 +599,7 @@ class consumer_core final : public client_core {
     if (q == nullptr || q->verify || q->seek_to != no_seek || q->gap_from < 0 ||
         p.value() < q->gap_from || p.value() >= q->next)
       return std::nullopt;
-    return gap{position{q->next}, q->last_fingerprint};
+    return gap{position{q->next}};
   }
 
   [[nodiscard]] position earliest(partition_id k) const { return position{watermarks(k).first}; }
@@ -680,8 +680,6 @@ class consumer_core final : public client_core {
     /// moved there): no record lies in [gap_from, next), only a transaction's markers or an
     /// aborted transaction's records. -1 once a record is taken, or the partition started.
     std::int64_t gap_from = -1;
-    /// The fingerprint of the last record handed out (at next - 1), when fingerprints are kept.
-    std::optional<std::uint64_t> last_fingerprint = std::nullopt;
   };
   static constexpr std::int64_t no_seek = RD_KAFKA_OFFSET_INVALID;
 
@@ -889,9 +887,6 @@ class consumer_core final : public client_core {
         batch_.pop_back();
         throw;
       }
-      q->last_fingerprint = fingerprints_.back();
-    } else {
-      q->last_fingerprint.reset();
     }
     q->next = m.offset + 1;
     q->gap_from = -1;
@@ -912,7 +907,6 @@ class consumer_core final : public client_core {
     const std::uint64_t found = message_fingerprint(m);
     if (found == e.fingerprint) {
       q.next = e.at;
-      q.last_fingerprint = found;
       return true;
     }
     q.verify = e;
