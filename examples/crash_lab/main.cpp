@@ -105,15 +105,6 @@ int main(int argc, char** argv) {
     usage(std::cerr);
     return 2;
   }
-  if (config.source == crash_lab::source_kind::kafka &&
-      config.sink == crash_lab::sink_kind::postgres) {
-    // The Kafka runs keep the positions of the AtMostOnce policies in Kafka and reconcile a
-    // SQLite table; PostgreSQL is exercised from the file log. Say so rather than run half of it.
-    std::cerr << "crash_lab: --source kafka runs into SQLite only; use --sink postgres with the "
-                 "file log\n";
-    usage(std::cerr);
-    return 2;
-  }
   config.orders = std::max<std::int64_t>(1, config.records / 10);
   config.executable = std::filesystem::read_symlink("/proc/self/exe");
   if (keep) {

@@ -3,13 +3,16 @@
 // SIGKILLs across the four policies, each child connecting with a manual assignment and
 // restarted until it has consumed the topic, then its SQLite table reconciled against what was
 // produced (a topic of the run's own, written with acks=all). The same runs as
-// tests/kafka/crash_test.cpp, where the mock cluster is the broker.
+// tests/kafka/crash_test.cpp, where the mock cluster is the broker. Then Kafka into PostgreSQL
+// (a throwaway server with fsync=on): a ledger under TransactionalPosition and AtLeastOnce,
+// consumers killed mid-unit, every order reconciled against the topic.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include "lab/pg_server.hpp"
 #include "lab/report.hpp"
 #include "lab/supervisor.hpp"
 #include "support/crash_runs.hpp"
@@ -29,10 +32,16 @@ std::string bootstrap() {
 }
 
 crash_lab::policy_outcome run(crash_lab::policy_id policy, int kills, std::int64_t records,
-                              const test_support::scratch_dir& dir) {
+                              const test_support::scratch_dir& dir,
+                              const std::string& pg_conninfo = {}) {
   auto config = test_support::crash_config(policy, kills, records, 20261204, dir);
   config.source = crash_lab::source_kind::kafka;
   config.kafka_bootstrap = bootstrap();
+  if (!pg_conninfo.empty()) {
+    config.sink = crash_lab::sink_kind::postgres;
+    config.pg_conninfo = pg_conninfo;
+    return test_support::run_crash_lab(config, policy, " (Kafka broker into PostgreSQL)");
+  }
   return test_support::run_crash_lab(config, policy, " (Kafka broker)");
 }
 
@@ -76,4 +85,29 @@ TEST_CASE("broker, AtMostOnce<AutoCommit> under 50 SIGKILLs on librdkafka's auto
   CHECK(o.kills == 50);
   CHECK(o.duplicate_rows == 0);  // the keyed sink R1 demands
   CHECK(crash_lab::violations(o, 8).empty());
+}
+
+TEST_CASE(
+    "broker into PostgreSQL: TransactionalPosition and AtLeastOnce under 25 SIGKILLs each, "
+    "the ledger reconciled against the topic") {
+  crash_lab::pg_server server(crash_lab::pg_server_options{.fsync = true});
+  {
+    test_support::scratch_dir dir;
+    const auto o = run(crash_lab::policy_id::transactional, 25, 1000, dir, server.conninfo());
+    CHECK(o.kills == 25);
+    CHECK(o.rows_lost == 0);
+    CHECK(o.duplicate_rows == 0);
+    CHECK(o.regressed_rows == 0);
+    CHECK(o.replays_absorbed == 0);
+    CHECK(crash_lab::violations(o, 8).empty());
+  }
+  {
+    test_support::scratch_dir dir;
+    const auto o = run(crash_lab::policy_id::at_least_once, 25, 1000, dir, server.conninfo());
+    CHECK(o.kills == 25);
+    CHECK(o.rows_lost == 0);
+    CHECK(o.duplicate_rows == 0);
+    CHECK(o.regressed_rows == 0);
+    CHECK(crash_lab::violations(o, 8).empty());
+  }
 }

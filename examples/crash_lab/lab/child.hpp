@@ -306,10 +306,66 @@ inline int run_child_postgres(const child_args& a) {
   return 2;
 }
 
+/// Consumes the Kafka topic into PostgreSQL under the policy `a.policy`, the positions where
+/// the file log's PostgreSQL runs keep them except that the AtMostOnce policies keep theirs in
+/// Kafka, as the SQLite runs from Kafka do; returns the exit code.
+inline int run_kafka_child_postgres(const child_args& a) {
+  const reporter report;
+  const co::settings settings{.batch_size = a.batch, .auto_commit_interval = a.auto_commit};
+  const auto options = kafka_options(a.bootstrap, a.topic, a.policy);
+  const auto sink_options = pg_sink_options(a.policy);
+  switch (a.policy) {
+    case policy_id::at_most_once_auto: {
+      using policy_t = co::AtMostOnce<co::AutoCommit>;
+      using source_t = kf::partition_source<order_event, policy_t>;
+      using sink_t = pg_paced<pgl::upsert_sink<pg_orders_flat>>;
+      source_t source(options, kafka_partition, settings);
+      kf::partition_offset_store store(source);
+      sink_t sink(a.pace, report, a.conninfo, sink_options);
+      co::pipeline<source_t, sink_t, policy_t, co::with_store<kf::partition_offset_store>> p(
+          source, sink, store, settings);
+      return detail::drive(p, source.end(), a.source, report);
+    }
+    case policy_id::at_most_once: {
+      using policy_t = co::AtMostOnce<>;
+      using source_t = kf::partition_source<order_event, policy_t>;
+      using sink_t = pg_paced<pgl::append_sink<pg_orders_flat>>;
+      source_t source(options, kafka_partition, settings);
+      kf::partition_offset_store store(source);
+      sink_t sink(a.pace, report, a.conninfo, sink_options);
+      co::pipeline<source_t, sink_t, policy_t, co::with_store<kf::partition_offset_store>> p(
+          source, sink, store, settings);
+      return detail::drive(p, source.end(), a.source, report);
+    }
+    case policy_id::at_least_once: {
+      using policy_t = co::AtLeastOnce<>;
+      using source_t = kf::partition_source<order_event, policy_t>;
+      using sink_t = pg_paced<pgl::guarded_upsert_sink<pg_orders_flat>>;
+      using store_t = co::file::position_store;
+      source_t source(options, kafka_partition, settings);
+      store_t store(a.position_file);
+      sink_t sink(a.pace, report, a.conninfo, sink_options);
+      co::pipeline<source_t, sink_t, policy_t, co::with_store<store_t>> p(source, sink, store,
+                                                                          settings);
+      return detail::drive(p, source.end(), a.source, report);
+    }
+    case policy_id::transactional: {
+      using policy_t = co::TransactionalPosition<>;
+      using source_t = kf::partition_source<order_event, policy_t>;
+      using sink_t = pg_paced<pgl::guarded_upsert_sink<pg_orders_flat>>;
+      source_t source(options, kafka_partition, settings);
+      sink_t sink(a.pace, report, a.conninfo, sink_options);
+      co::pipeline<source_t, sink_t, policy_t> p(source, sink, settings);
+      return detail::drive(p, source.end(), a.source, report);
+    }
+  }
+  return 2;
+}
+
 /// Consumes the orders under the policy `a.policy`; returns the process exit code.
 inline int run_child(const child_args& a) {
   if (a.source == source_kind::kafka)
-    return run_kafka_child(a);
+    return a.sink == sink_kind::postgres ? run_kafka_child_postgres(a) : run_kafka_child(a);
   return a.sink == sink_kind::postgres ? run_child_postgres(a) : run_file_child(a);
 }
 

@@ -48,8 +48,9 @@ inline kf::consumer_options kafka_options(const std::string& bootstrap, const st
 
 namespace detail {
 
-/// Creates `topic` with one partition on the broker at `bootstrap`; throws on failure.
-inline void create_topic(const std::string& bootstrap, const std::string& topic) {
+/// Creates `topic` with `partitions` partitions on the broker at `bootstrap`; throws on failure.
+inline void create_topic(const std::string& bootstrap, const std::string& topic,
+                         int partitions = 1) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap.c_str(), err, sizeof err) !=
@@ -63,7 +64,7 @@ inline void create_topic(const std::string& bootstrap, const std::string& topic)
     throw std::runtime_error(std::string("crash_lab: ") + err);
   const std::unique_ptr<rd_kafka_queue_t, decltype(&rd_kafka_queue_destroy)> queue(
       rd_kafka_queue_new(rk.get()), &rd_kafka_queue_destroy);
-  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), 1, 1, err, sizeof err);
+  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions, 1, err, sizeof err);
   if (nt == nullptr)
     throw std::runtime_error(std::string("crash_lab: ") + err);
   rd_kafka_CreateTopics(rk.get(), &nt, 1, nullptr, queue.get());
