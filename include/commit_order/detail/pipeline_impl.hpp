@@ -1061,12 +1061,10 @@ class pipeline_impl {
         while (prefix_end != last && !(ref_of(*prefix_end) == bad))
           ++prefix_end;
         mark_unit(first, prefix_end);
-        // The failed record's own partition stops at it, even if no record of it came before.
-        if (std::ranges::find(unit_ends_, bad.partition, &start_at::partition) ==
-            unit_ends_.end()) {
-          unit_ends_.push_back(start_at{bad.partition, position::at(bad.at)});
-          std::ranges::sort(unit_ends_, {}, &start_at::partition);
-        }
+        // A partition with no record before the failed one keeps its durable position: what
+        // lies between it and the failed record holds no record (offsets a gap or compaction
+        // left), and a position moved there would be stored without the fingerprint of the
+        // record it follows, which a restart checks.
         std::erase_if(unit_ends_,
                       [&](const start_at& s) { return !(entry(s.partition).committed < s.at); });
         try {
@@ -1080,12 +1078,23 @@ class pipeline_impl {
             ++refused_commits_;
         }
       } else {
-        (void)first;
-        (void)last;
-        const position prefix = position::at(bad.at);
-        if (committed_ < prefix) {
-          store_commit<partitioned>(*store_, bad.partition, prefix);
-          committed_ = prefix;
+        // Just after the last record before `bad`, with its fingerprint where positions keep
+        // one; with no record before it, the durable position stays (see above).
+        It prefix_end = first;
+        while (prefix_end != last && !(ref_of(*prefix_end) == bad))
+          ++prefix_end;
+        if (prefix_end != first) {
+          const auto& before = *(prefix_end - 1);
+          const position to = position::after(offset_of(before));
+          if (committed_ < to) {
+            if constexpr (checks_offsets)
+              store_->commit(to, source_->fingerprint(before));
+            else if constexpr (checks_store_start)
+              store_->commit(partition_id{0}, to, source_->fingerprint(before));
+            else
+              store_commit<partitioned>(*store_, bad.partition, to);
+            committed_ = to;
+          }
         }
       }
     } else if constexpr (tx_unit && facts.may_lose()) {
