@@ -308,3 +308,40 @@ TEST_CASE("a recreated topic is not read from a SQLite position store's position
   CHECK(store.load(p0) == co::position{25});
   CHECK(store.load(p1) == co::position{25});
 }
+
+// Found by an audit: kafka::lag_reports forwarded neither the four-argument store_position nor
+// claimed_fingerprint, so the SQL sink behind it kept no fingerprint and a recreated topic was
+// read from the old positions.
+TEST_CASE("behind kafka::lag_reports: the fingerprint is kept and a recreated topic refused") {
+  using reported_t = kf::lag_reports<sink_t>;
+  static_assert(co::fingerprinting_sink<reported_t>);
+  static_assert(co::source_bound_sink<reported_t> == co::source_bound_sink<sink_t>);
+  test_support::scratch_dir dir;
+  sink_t sink(dir / "orders.sqlite");
+  {
+    kf::mock_cluster old_cluster;
+    old_cluster.create_topic("orders", 2);
+    produce(old_cluster, 20, 0);
+    auto o = options_for(old_cluster);
+    o.config["group.id"] = "lag";  // lag_reports commits to the group's offsets
+    assigned_t src(o, {p0, p1});
+    reported_t reported(sink, src);
+    co::pipeline<assigned_t, reported_t, policy_t> p(src, reported, co::settings{.batch_size = 8});
+    CHECK(pump_to(p, sink, 20) == 40);
+  }
+  CHECK(stored_fingerprint(sink, p0).has_value());
+  kf::mock_cluster recreated;
+  recreated.create_topic("orders", 2);
+  produce(recreated, 30, 100000);
+  auto o = options_for(recreated);
+  o.config["group.id"] = "lag";
+  assigned_t src(o, {p0, p1});
+  reported_t reported(sink, src);
+  co::pipeline<assigned_t, reported_t, policy_t> p(src, reported, co::settings{.batch_size = 8});
+  std::size_t applied = 0;
+  const auto refused = refusal(p, &applied);
+  CHECK_MESSAGE(refused,
+                "the recreated topic was read from the old positions; applied " << applied);
+  CHECK(applied == 0);
+  CHECK(rows_in(sink) == 40);
+}

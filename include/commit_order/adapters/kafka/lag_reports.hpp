@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "commit_order/adapters/kafka/detail/consumer_core.hpp"
@@ -91,6 +92,17 @@ class lag_reports final : public detail::key_of<Sink> {
     sink_->store_position(k, p, e);
     stage(k, p);
   }
+  /// With the fingerprint of the record the position follows: the recreated-topic check of a
+  /// fingerprinting sink (fingerprinting_sink) holds behind the report as without it.
+  void store_position(partition_id k, position p, epoch e,
+                      std::uint64_t f) requires fingerprinting_sink<Sink> {
+    sink_->store_position(k, p, e, f);
+    stage(k, p);
+  }
+  [[nodiscard]] std::optional<std::uint64_t> claimed_fingerprint() const requires
+      fingerprinting_sink<Sink> {
+    return sink_->claimed_fingerprint();
+  }
   [[nodiscard]] std::optional<position> load_position(partition_id k) const requires
       partitioned_transactional_sink<Sink> {
     return sink_->load_position(k);
@@ -119,6 +131,17 @@ class lag_reports final : public detail::key_of<Sink> {
   claimed claim_next() requires fencing_sink<Sink> { return sink_->claim_next(); }
 
   // ---- what the sink knows besides -------------------------------------------------------------
+
+  // What the position rows are bound to: the source, the table, the database.
+  void bind_source(const std::string& identity) requires source_bound_sink<Sink> {
+    sink_->bind_source(identity);
+  }
+  [[nodiscard]] std::string bound_table() const requires table_bound_sink<Sink> {
+    return sink_->bound_table();
+  }
+  [[nodiscard]] std::string bound_database() const requires database_bound_sink<Sink> {
+    return sink_->bound_database();
+  }
 
   [[nodiscard]] std::int64_t era() const requires stream_registry<Sink> {
     return static_cast<std::int64_t>(sink_->era());
