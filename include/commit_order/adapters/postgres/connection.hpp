@@ -159,8 +159,15 @@ struct connection_deleter {
 };
 
 /// Notices ("relation already exists, skipping") are not errors, and this adapter has nobody
-/// to print them to.
-inline void ignore_notice(void*, const char*) {}
+/// to print them to -- except one: a COMMIT whose wait for a synchronous standby was cancelled
+/// (pg_cancel_backend, statement_timeout) returns success with a WARNING that it "might not
+/// have been replicated". `flag` records it (see connection::run).
+inline void receive_notice(void* flag, const PGresult* r) {
+  const char* m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+  if (m != nullptr &&
+      std::string_view(m).find("wait for synchronous replication") != std::string_view::npos)
+    *static_cast<bool*>(flag) = true;
+}
 
 inline std::string trimmed(const char* message) {
   std::string s = message != nullptr ? message : "";
@@ -242,9 +249,11 @@ class result final {
 //   postgres::replicated  Replicated: what synced gives, and synchronous_standby_names names at
 //                       least one standby, so a COMMIT under synchronous_commit=on returns
 //                       only once a synchronous standby has flushed its WAL too. Which standby
-//                       acknowledged is the server's business; the connection reads the two
-//                       settings back when it connects (and reconnects). With no standby
-//                       connected, COMMIT waits: a stall, never a loss.
+//                       acknowledged is the server's business; the connection reads the
+//                       settings back, and counts the standbys pg_stat_replication shows in
+//                       sync, when it connects (and reconnects). A standby lost later makes
+//                       COMMIT wait; a cancelled wait, which the server acknowledges with a
+//                       warning, is an error whose outcome is in doubt (connection::run).
 //   postgres::synced    Synced: fsync=on, full_page_writes=on, synchronous_commit on.
 //   postgres::buffered  Buffered: synchronous_commit on, whatever fsync says (an acknowledged
 //                       commit survives a crash of the consumer and of the server process, not
@@ -255,6 +264,7 @@ class result final {
 /// offsets as the position store needs it (rule R9a).
 struct replicated final {
   using durability = Replicated;
+  // (A COMMIT whose standby wait was cancelled is refused too: connection::run.)
   static constexpr bool needs_fsync = true;
   static constexpr bool needs_standby = true;
   static constexpr std::string_view name = "replicated";
@@ -284,6 +294,9 @@ struct effective_durability final {
   std::string fsync;
   std::string full_page_writes;
   std::string synchronous_standby_names;
+  /// Standbys pg_stat_replication shows in sync now (sync or quorum); -1 when this role may
+  /// not see them (it needs pg_read_all_stats, e.g. through pg_monitor).
+  std::int64_t synchronous_standbys = -1;
 };
 
 /// True when a server running with `d` gives what durability mode `M` declares.
@@ -296,6 +309,10 @@ template <durability_mode M>
     if (d.synchronous_commit != "on" && d.synchronous_commit != "remote_apply")
       return false;
     if (d.synchronous_standby_names.find_first_not_of(" \t") == std::string::npos)
+      return false;
+    // A name no standby has (a typo, a standby gone) would make every COMMIT wait, and a
+    // cancelled wait acknowledges a commit no standby holds.
+    if (d.synchronous_standbys < 1)
       return false;
   }
   if constexpr (M::needs_fsync)
@@ -315,9 +332,12 @@ class durability_mismatch final : public infrastructure_error {
                     ", synchronous_standby_names='", got.synchronous_standby_names,
                     "', which does not give what the '", wanted,
                     "' durability mode declares (Synced needs fsync=on and full_page_writes=on; "
-                    "Replicated needs those and a synchronous standby named in "
-                    "synchronous_standby_names; every mode needs synchronous_commit other than "
-                    "off) -- run the server with those settings, or declare a weaker mode "
+                    "Replicated needs those, a standby named in synchronous_standby_names and "
+                    "streaming in sync (",
+                    commit_order::detail::decimal(got.synchronous_standbys),
+                    " in pg_stat_replication; -1: this role may not read it, grant it "
+                    "pg_monitor); every mode needs synchronous_commit other than off) -- run "
+                    "the server with those settings, or declare a weaker mode "
                     "(postgres::synced, postgres::buffered)"))
       , got_(got) {}
 
@@ -355,7 +375,7 @@ class connection final {
   /// otherwise). Throws infrastructure_error when the server cannot be reached.
   template <durability_mode Mode>
   static connection open(connection_options options) {
-    connection c(std::move(options), Mode::name, &gives<Mode>);
+    connection c(std::move(options), Mode::name, &gives<Mode>, Mode::needs_standby);
     c.connect();
     return c;
   }
@@ -397,6 +417,7 @@ class connection final {
     result r(PQexec(conn_.get(), sql.c_str()));
     if (!r.ok())
       fail(r, sql);
+    refuse_unreplicated_commit();
     return r;
   }
 
@@ -406,6 +427,7 @@ class connection final {
     result r(PQexecPrepared(conn_.get(), name, count, values, nullptr, nullptr, 0));
     if (!r.ok())
       fail(r, name);
+    refuse_unreplicated_commit();
     return r;
   }
 
@@ -450,6 +472,7 @@ class connection final {
       lost("read the end of a pipeline");
     if (PQexitPipelineMode(conn_.get()) != 1)
       lost("leave pipeline mode");
+    refuse_unreplicated_commit();
   }
   [[nodiscard]] std::vector<result>& results() noexcept { return results_; }
   /// Statements queued since the last run().
@@ -468,9 +491,11 @@ class connection final {
   [[nodiscard]] effective_durability durability() {
     result r = exec(
         "SELECT current_setting('synchronous_commit'), current_setting('fsync'),"
-        " current_setting('full_page_writes'), current_setting('synchronous_standby_names')");
+        " current_setting('full_page_writes'), current_setting('synchronous_standby_names'),"
+        " CASE WHEN pg_has_role('pg_read_all_stats', 'USAGE') THEN (SELECT count(*) FROM"
+        " pg_stat_replication WHERE sync_state IN ('sync', 'quorum')) ELSE -1 END");
     return {std::string(r.text(0, 0)), std::string(r.text(0, 1)), std::string(r.text(0, 2)),
-            std::string(r.text(0, 3))};
+            std::string(r.text(0, 3)), r.integer(0, 4)};
   }
 
   [[nodiscard]] PGconn* get() const noexcept { return conn_.get(); }
@@ -493,8 +518,24 @@ class connection final {
     return !connected() || code.starts_with("08") || code.starts_with("57P");
   }
 
-  connection(connection_options options, std::string_view mode, check_fn check)
-      : options_(std::move(options)), mode_(mode), check_(check) {
+  // Under a mode that needs a standby, a commit the server acknowledged after its wait for the
+  // standby was cancelled is committed on the primary only: the durability the type declares
+  // was not given. The outcome is reported as in doubt, as a lost COMMIT reply is: the caller
+  // does not go on as if it were replicated (AtLeastOnce commits no position after it, and
+  // replays; recovery reads the sink's position, whose later commits wait for the standby).
+  void refuse_unreplicated_commit() {
+    if (!std::exchange(*sync_wait_cancelled_, false) || !needs_standby_)
+      return;
+    throw infrastructure_error(
+        "57014", detail::concat("the server acknowledged a COMMIT whose wait for its synchronous "
+                                "standby was cancelled: committed on the primary only, not what "
+                                "the '",
+                                mode_, "' durability mode declares -- its outcome is in doubt"));
+  }
+
+  connection(connection_options options, std::string_view mode, check_fn check,
+             bool needs_standby = false)
+      : options_(std::move(options)), mode_(mode), check_(check), needs_standby_(needs_standby) {
     if (!options_.schema.empty() && !is_identifier(options_.schema))
       throw std::invalid_argument(detail::concat("commit_order::postgres: the schema name '",
                                                  options_.schema, "' is not a plain identifier"));
@@ -517,7 +558,7 @@ class connection final {
       conn_.reset();
       throw connection_lost("08001", detail::concat("cannot connect: ", why));
     }
-    PQsetNoticeProcessor(conn_.get(), &detail::ignore_notice, nullptr);
+    PQsetNoticeReceiver(conn_.get(), &detail::receive_notice, sync_wait_cancelled_.get());
     ++connects_;
     // READ COMMITTED: every invariant here is a single-row predicate checked on a locked row
     // (the offset guard, the owner epoch, the position), which READ COMMITTED evaluates on the
@@ -589,6 +630,9 @@ class connection final {
   connection_options options_;
   std::string mode_;
   check_fn check_;
+  bool needs_standby_ = false;
+  // Set by the notice receiver (its address must survive a move of the connection).
+  std::unique_ptr<bool> sync_wait_cancelled_ = std::make_unique<bool>(false);
   std::unique_ptr<PGconn, detail::connection_deleter> conn_;
   std::vector<std::pair<std::string, std::string>> statements_;
   std::vector<result> results_;
