@@ -3,13 +3,12 @@
 // its address in the file CO_KAFKA_BOOTSTRAP_FILE names): a consumer group into SQLite with
 // the positions in the sink's transactions; a topic deleted and recreated under its name
 // (offset_reused), and Kafka's committed offsets deleted with it; records deleted below a stored
-// position by DeleteRecords (position_lost); transactional input under read_committed (the
-// positions moved over markers and aborted records); a compacted topic; two members of a group
-// under eager and cooperative-sticky assignment; a static member restarted. Most of it is what
-// librdkafka 2.0.2's mock cluster cannot do: it has neither topic deletion nor DeleteRecords,
-// it gets transactions wrong, and it ignores static membership.
-// Every test uses topics and groups of its own, so the tests can share the broker and run in
-// parallel.
+// position by DeleteRecords or by segment retention (position_lost); transactional input under
+// read_committed (the positions moved over markers and aborted records); a compacted topic; two
+// members of a group under eager and cooperative-sticky assignment; a static member restarted. Most
+// of it is what librdkafka 2.0.2's mock cluster cannot do: it has neither topic deletion nor
+// DeleteRecords, it gets transactions wrong, and it ignores static membership. Every test uses
+// topics and groups of its own, so the tests can share the broker and run in parallel.
 #include <doctest/doctest.h>
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
@@ -576,6 +575,51 @@ TEST_CASE(
   for (const auto& [id, r] : rows_of(sink))
     rows_p1 += r.partition == 1 ? 1 : 0;
   CHECK(rows_p1 == 40);
+  src.close();
+}
+
+TEST_CASE("records deleted past a stored position by segment retention are position_lost") {
+  broker b;
+  test_support::scratch_dir dir;
+  const std::string topic = unique("segment-retention");
+  const std::string group = unique("ledger");
+  // Segments roll after 200 ms (at the next append) and are deleted 8 s after their last
+  // record; the broker checks every second.
+  b.create_topic(topic, 2, {{"segment.ms", "200"}, {"retention.ms", "8000"}});
+  (void)produce(b, topic, 20, 0);
+  sink_t sink(dir / "orders.sqlite");
+  CHECK(consume(b, topic, group, sink, 20) == 40);
+
+  // Records 20..39 of each partition are never applied: retention deletes their segment (and
+  // the one before) while no consumer runs.
+  std::this_thread::sleep_for(300ms);
+  (void)produce(b, topic, 20, 1000);
+  std::this_thread::sleep_for(300ms);
+  (void)produce(b, topic, 20, 2000);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (b.watermarks(topic, p0).first < 40 || b.watermarks(topic, p1).first < 40) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                    "retention did not delete the first segments within 30 s");
+    std::this_thread::sleep_for(200ms);
+  }
+
+  group_t src(b.consumer(topic, group));
+  pipeline_t p(src, sink, co::settings{.batch_size = 16});
+  std::optional<co::position_lost> lost;
+  const auto stop = std::chrono::steady_clock::now() + 30s;
+  while (!lost && std::chrono::steady_clock::now() < stop) {
+    try {
+      (void)p.poll_once();
+    } catch (const co::position_lost& e) {
+      lost = e;
+    }
+  }
+  REQUIRE_MESSAGE(lost.has_value(), "the consumer read on past records retention deleted");
+  CHECK(lost->stored() == co::position{20});
+  CHECK(lost->earliest() >= co::position{40});
+  CHECK(rows_of(sink).size() == 40);  // nothing applied past the stored positions
+  CHECK(sink.load_position(p0) == co::position{20});
+  CHECK(sink.load_position(p1) == co::position{20});
   src.close();
 }
 
