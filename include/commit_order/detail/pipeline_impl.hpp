@@ -144,10 +144,10 @@ struct loop_traits final {
   }();
   /// The source keeps fingerprints of what it hands out.
   static constexpr bool source_fingerprints = checks_start_record || checks_store_start;
-  /// An idle partition's position is moved over offsets the source says will never hold a
-  /// record (a transaction's marker, an aborted transaction), durably, where the policy commits
-  /// positions itself: AutoCommit's timer commits only what was read, and an executor's writes
-  /// settle their positions out of order.
+  /// An idle partition's read position is moved over offsets the source says will never hold a
+  /// record (a transaction's marker, an aborted transaction), where the policy commits positions
+  /// itself: AutoCommit's timer commits only what was read, and an executor's writes settle
+  /// their positions out of order. (Whether the durable position follows: move_over.)
   static constexpr bool settles_gaps = gap_reporting_source<source_type> && !async &&
                                        !auto_commit &&
                                        (facts.position_in_sink || facts.uses_position_store);
