@@ -590,10 +590,11 @@ class consumer_core final : public client_core {
     return batch_;
   }
 
-  /// The offsets from `p` that will never hold a record, when partition k's last record handed
-  /// out is just before `p` and librdkafka has since reached the partition's end further on:
-  /// under read_committed, a transaction's control marker and an aborted transaction's records
-  /// take offsets and are never delivered. Nothing while a seek or a comparison is pending.
+  /// The offsets from `p` that will never hold a record: `p` lies between the position after
+  /// partition k's last record handed out and the offset where librdkafka reached the
+  /// partition's end since (under read_committed, a transaction's control marker and an aborted
+  /// transaction's records take offsets and are never delivered). Nothing while a seek or a
+  /// comparison is pending.
   [[nodiscard]] std::optional<gap> gap_after(partition_id k, position p) const {
     const part* q = find(k);
     if (q == nullptr || q->verify || q->seek_to != no_seek || q->gap_from < 0 ||
