@@ -398,6 +398,21 @@ std::size_t pump_until(Pipeline& p, const std::string& what, Done done) {
   return n;
 }
 
+/// Polls `p` until it throws an `Error` (returned) or 30 s pass (none); adds the records it
+/// handled meanwhile to `applied`.
+template <class Error, class Pipeline>
+std::optional<Error> until_thrown(Pipeline& p, std::size_t& applied) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      applied += p.poll_once();
+    } catch (const Error& e) {
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
 struct row final {
   order_event event;
   std::int64_t partition = -1, offset = -1;
@@ -511,16 +526,8 @@ TEST_CASE("a topic deleted and recreated under its name stops the consumer: offs
 
   group_t src(b.consumer(topic, group));
   pipeline_t p(src, sink, co::settings{.batch_size = 16});
-  std::optional<co::offset_reused> stopped;
   std::size_t applied = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!stopped && std::chrono::steady_clock::now() < deadline) {
-    try {
-      applied += p.poll_once();
-    } catch (const co::offset_reused& e) {
-      stopped = e;
-    }
-  }
+  const std::optional<co::offset_reused> stopped = until_thrown<co::offset_reused>(p, applied);
   REQUIRE_MESSAGE(stopped.has_value(), "the recreated topic was read from the old positions ("
                                            << applied << " records applied)");
   const std::string what = stopped->what();
@@ -555,15 +562,8 @@ TEST_CASE(
 
   group_t src(b.consumer(topic, group));
   pipeline_t p(src, sink, co::settings{.batch_size = 16});
-  std::optional<co::position_lost> lost;
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!lost && std::chrono::steady_clock::now() < deadline) {
-    try {
-      (void)p.poll_once();
-    } catch (const co::position_lost& e) {
-      lost = e;
-    }
-  }
+  std::size_t handled = 0;
+  const std::optional<co::position_lost> lost = until_thrown<co::position_lost>(p, handled);
   REQUIRE_MESSAGE(lost.has_value(), "the consumer read on past records retention deleted");
   CHECK(lost->partition() == p1);
   CHECK(lost->stored() == co::position{40});
@@ -605,15 +605,8 @@ TEST_CASE("records deleted past a stored position by segment retention are posit
 
   group_t src(b.consumer(topic, group));
   pipeline_t p(src, sink, co::settings{.batch_size = 16});
-  std::optional<co::position_lost> lost;
-  const auto stop = std::chrono::steady_clock::now() + 30s;
-  while (!lost && std::chrono::steady_clock::now() < stop) {
-    try {
-      (void)p.poll_once();
-    } catch (const co::position_lost& e) {
-      lost = e;
-    }
-  }
+  std::size_t handled = 0;
+  const std::optional<co::position_lost> lost = until_thrown<co::position_lost>(p, handled);
   REQUIRE_MESSAGE(lost.has_value(), "the consumer read on past records retention deleted");
   CHECK(lost->stored() == co::position{20});
   CHECK(lost->earliest() >= co::position{40});
@@ -849,20 +842,6 @@ std::map<co::partition_id, std::vector<order_event>> single_record_transactions(
   return sent;
 }
 
-/// Polls `p` until it throws offset_reused (returned) or 20 s pass (none); adds what it
-/// applied meanwhile to `applied`.
-std::optional<co::offset_reused> until_refused(pipeline_t& p, std::size_t& applied) {
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      applied += p.poll_once();
-    } catch (const co::offset_reused& e) {
-      return e;
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 // The read position moves over a commit marker; the stored one stays just after the last
@@ -909,7 +888,7 @@ TEST_CASE(
   group_t src(b.consumer(topic, group));
   pipeline_t p(src, sink, co::settings{.batch_size = 16});
   std::size_t applied = 0;
-  const std::optional<co::offset_reused> stopped = until_refused(p, applied);
+  const std::optional<co::offset_reused> stopped = until_thrown<co::offset_reused>(p, applied);
   REQUIRE_MESSAGE(stopped.has_value(), "the recreated topic was read from the old positions ("
                                            << applied << " records applied)");
   CHECK(stopped->at() == co::offset{8});  // the last record before the stored position
@@ -947,7 +926,7 @@ TEST_CASE(
   group_t src(b.consumer(topic, group));
   pipeline_t p(src, sink, co::settings{.batch_size = 16});
   std::size_t applied = 0;
-  const std::optional<co::offset_reused> stopped = until_refused(p, applied);
+  const std::optional<co::offset_reused> stopped = until_thrown<co::offset_reused>(p, applied);
   REQUIRE_MESSAGE(stopped.has_value(), "the recreated topic was read from the old positions ("
                                            << applied << " records applied)");
   CHECK(stopped->at() == co::offset{13});
