@@ -37,6 +37,10 @@ commit_order_adapter(file PACKAGE ZLIB LINK ZLIB::ZLIB WHAT "the file adapter")
 # commit_order::sqlite — the SQLite sinks and position store.
 commit_order_adapter(sqlite PACKAGE SQLite3 LINK SQLite::SQLite3 WHAT "the SQLite adapter")
 
+# commit_order::json — the JSON codec (json.hpp), on nlohmann/json (header-only).
+commit_order_adapter(json PACKAGE nlohmann_json LINK nlohmann_json::nlohmann_json
+                     WHAT "the JSON codec")
+
 # commit_order::kafka — the Kafka sources and the committed-offset position store, on
 # librdkafka (Debian ships no CMake config for it: pkg-config finds it).
 find_package(PkgConfig ${commit_order_adapter_mode})

@@ -1,11 +1,25 @@
 // SPDX-License-Identifier: BSL-1.0
-// commit_order/adapters/kafka/codec.hpp — how a message's value becomes an event.
+// commit_order/adapters/kafka/codec.hpp — how a message becomes an event.
 //
-// A codec is a type with static functions:
+// A codec is a type with static functions. A decoder reads either the value alone or the whole
+// message (its key, headers, timestamp, partition and offset: kafka::message):
 //   static Event decode(std::span<const std::byte> value);         // throws on a bad payload
+//   static Event decode(const kafka::message& m);                   // or this one
 //   static void encode(const Event&, std::vector<std::byte>& out);  // for producers (optional)
-// The source decodes every message it hands out; a payload that does not decode stops the
-// source before that message (`undecodable_message`), never skipped.
+// The source decodes every message it hands out; a message that does not decode stops the
+// source before it (`undecodable_message`), never skipped. A tombstone (a null value) never
+// reaches a value decoder, which would read a delete as a value of zero bytes: it is refused the
+// same way, unless the codec says what a delete is (`with_deletes`, a message decoder).
+//
+// Adaptors:
+//   with_deletes<Event, Key, ValueCodec, KeyCodec>   tombstones become kafka::deleted<Key>: the
+//                                                    event is kafka::change<Event, Key>
+//   tolerant<Event, Codec>                           a message that does not decode becomes a
+//                                                    kafka::decoded<Event> holding the message
+//                                                    and the reason; its value() throws, so the
+//                                                    pipeline's error handling decides: stop,
+//                                                    retry, or dead_letter<N> (the position
+//                                                    passes it once the letter is durable)
 #pragma once
 
 #include <array>
@@ -13,19 +27,36 @@
 #include <concepts>
 #include <cstddef>
 #include <cstring>
+#include <new>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
+
+#include "commit_order/adapters/kafka/errors.hpp"
+#include "commit_order/adapters/kafka/message.hpp"
 
 namespace commit_order::kafka {
 
-/// C decodes a message value into an Event.
+/// C decodes a message's value into an Event.
 template <class C, class Event>
-concept decoder = requires(std::span<const std::byte> value) {
+concept value_decoder = requires(std::span<const std::byte> value) {
   { C::decode(value) } -> std::same_as<Event>;
 };
+
+/// C decodes a whole message -- key, headers, timestamp, partition, offset and value -- into an
+/// Event: an event key or version can come from the message's key or a header.
+template <class C, class Event>
+concept message_decoder = requires(const message& m) {
+  { C::decode(m) } -> std::same_as<Event>;
+};
+
+/// C decodes messages into Events, from their value or from the whole message.
+template <class C, class Event>
+concept decoder = value_decoder<C, Event> || message_decoder<C, Event>;
 
 /// C also encodes an Event into a message value.
 template <class C, class Event>
@@ -56,6 +87,130 @@ struct trivial_codec final {
     std::array<std::byte, sizeof(Event)> bytes;
     std::memcpy(bytes.data(), value.data(), sizeof(Event));
     return std::bit_cast<Event>(bytes);
+  }
+};
+
+/// Decodes `m` with C: the whole message for a message decoder, the value for a value decoder.
+/// A tombstone is refused by a value decoder (std::invalid_argument, which the source reports
+/// as undecodable_message): read as zero bytes, a delete would become a value.
+template <class Event, class C>
+requires decoder<C, Event>
+[[nodiscard]] Event decode(const message& m) {
+  if constexpr (message_decoder<C, Event>) {
+    return C::decode(m);
+  } else {
+    if (m.tombstone())
+      throw std::invalid_argument(
+          "it is a tombstone (a null value: a delete of its key), which a value codec cannot "
+          "decode -- read the topic with kafka::with_deletes to receive deletes as "
+          "kafka::deleted<Key>");
+    return C::decode(*m.value());
+  }
+}
+
+/// A string's bytes, as they are (a topic of text keys or values).
+struct string_codec final {
+  static void encode(const std::string& s, std::vector<std::byte>& out) {
+    const std::size_t at = out.size();
+    out.resize(at + s.size());
+    if (!s.empty())
+      std::memcpy(out.data() + at, s.data(), s.size());
+  }
+  static std::string decode(std::span<const std::byte> value) {
+    return std::string(reinterpret_cast<const char*>(value.data()), value.size());
+  }
+};
+
+// ---- deletes -----------------------------------------------------------------------------------
+
+/// A tombstone: the key it deletes.
+template <class Key>
+struct deleted final {
+  Key key;
+  friend bool operator==(const deleted&, const deleted&) = default;
+};
+
+/// What a topic with deletes carries: an Event, or the delete of a key.
+template <class Event, class Key>
+using change = std::variant<Event, deleted<Key>>;
+
+/// Reads a compacted topic's tombstones as deletes: a message with a value is an Event (decoded
+/// by ValueCodec, from its value or the whole message), a tombstone is `deleted<Key>{key}` with
+/// its key decoded by KeyCodec. A tombstone with a null key deletes nothing anyone can name: it
+/// stops the source (undecodable_message), never skipped.
+template <class Event, class Key, class ValueCodec = trivial_codec<Event>,
+          class KeyCodec = trivial_codec<Key>>
+requires decoder<ValueCodec, Event> && value_decoder<KeyCodec, Key>
+struct with_deletes final {
+  static change<Event, Key> decode(const message& m) {
+    if (!m.tombstone())
+      return change<Event, Key>(std::in_place_index<0>, kafka::decode<Event, ValueCodec>(m));
+    const auto key = m.key();
+    if (!key)
+      throw std::invalid_argument("it is a tombstone with a null key, which deletes nothing");
+    return change<Event, Key>(std::in_place_index<1>, deleted<Key>{KeyCodec::decode(*key)});
+  }
+};
+
+// ---- messages that do not decode -------------------------------------------------------------
+
+/// A message that did not decode: all of it, and why.
+struct poison final {
+  message_copy message;
+  std::string reason;
+  friend bool operator==(const poison&, const poison&) = default;
+};
+
+/// An Event, or the poison message that should have been one. A pipeline reading
+/// `decoded<Event>` meets the poison in its transform: `value()` throws undecodable_message, a
+/// failure of that record, which the error handling acts on -- stop names it, dead_letter<N>
+/// writes the `decoded` (poison and all) to the dead-letter sink before the position passes it.
+template <class Event>
+class decoded final {
+ public:
+  decoded(Event e) noexcept(std::is_nothrow_move_constructible_v<Event>)  // NOLINT: implicit
+      : v_(std::in_place_index<0>, std::move(e)) {}
+  explicit decoded(poison p) : v_(std::in_place_index<1>, std::move(p)) {}
+
+  [[nodiscard]] bool ok() const noexcept { return v_.index() == 0; }
+  /// The event; throws undecodable_message, naming the message and why, for a poison one.
+  [[nodiscard]] const Event& value() const {
+    if (const poison* p = poisoned())
+      throw undecodable_message(p->message.partition, p->message.at, p->reason);
+    return *std::get_if<0>(&v_);
+  }
+  /// The poison message, or nullptr for an event.
+  [[nodiscard]] const poison* poisoned() const noexcept { return std::get_if<1>(&v_); }
+
+  friend bool operator==(const decoded&, const decoded&) = default;
+
+ private:
+  std::variant<Event, poison> v_;
+};
+
+/// Decodes with Codec, and turns a message Codec refuses (a tombstone included, for a value
+/// codec) into a poison `decoded<Event>` instead of stopping the source. Running out of memory
+/// is not the message's fault: it still stops the source.
+template <class Event, class Codec = trivial_codec<Event>>
+requires decoder<Codec, Event>
+struct tolerant final {
+  static decoded<Event> decode(const message& m) {
+    try {
+      return decoded<Event>(kafka::decode<Event, Codec>(m));
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {
+      return decoded<Event>(poison{message_copy::of(m), e.what()});
+    }
+  }
+};
+
+/// A transform that unwraps `decoded<Event>`: the event, or the poison's undecodable_message
+/// thrown as the record's failure.
+struct decoded_value final {
+  template <class Event>
+  const Event& operator()(const decoded<Event>& d) const {
+    return d.value();
   }
 };
 

@@ -20,12 +20,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "commit_order/adapters/kafka/codec.hpp"
 #include "commit_order/adapters/kafka/detail/client.hpp"
 #include "commit_order/adapters/kafka/errors.hpp"
+#include "commit_order/adapters/kafka/message.hpp"
 #include "commit_order/adapters/kafka/options.hpp"
 #include "commit_order/offset.hpp"
 
@@ -175,21 +177,51 @@ class producer final {
     vu[1].vtype = RD_KAFKA_VTYPE_PARTITION;
     vu[1].u.i32 = k.value();
     vu[2].vtype = RD_KAFKA_VTYPE_VALUE;
-    vu[2].u.mem.ptr = buffer_.data();
+    vu[2].u.mem.ptr = not_null(buffer_);
     vu[2].u.mem.size = buffer_.size();
     vu[3].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
     vu[3].u.i = RD_KAFKA_MSG_F_COPY;
-    for (;;) {
-      detail::error_ptr e{rd_kafka_produceva(rk_.get(), vu, 4)};
-      if (!e)
-        break;
-      if (rd_kafka_error_code(e.get()) != RD_KAFKA_RESP_ERR__QUEUE_FULL)
-        throw client_error("producing to " + topic_, rd_kafka_error_code(e.get()),
-                           rd_kafka_error_string(e.get()));
-      rd_kafka_poll(rk_.get(), 10);  // the local queue is full: let deliveries drain it
+    produce(vu, 4);
+  }
+
+  /// Queues `m` for partition `k` as it is, codec aside: its key, its value (none: a
+  /// tombstone), its headers (in order; a header with no value is null) and its create time
+  /// (none: the producer's clock).
+  void send(partition_id k, const message_copy& m) {
+    std::vector<rd_kafka_vu_t> vu(3);
+    vu[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+    vu[0].u.cstr = topic_.c_str();
+    vu[1].vtype = RD_KAFKA_VTYPE_PARTITION;
+    vu[1].u.i32 = k.value();
+    vu[2].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+    vu[2].u.i = RD_KAFKA_MSG_F_COPY;
+    const auto bytes = [&vu](rd_kafka_vtype_t type,
+                             const std::optional<std::vector<std::byte>>& b) {
+      // A null key or value is left out: librdkafka then sends null.
+      if (!b)
+        return;
+      rd_kafka_vu_t& u = vu.emplace_back();
+      u.vtype = type;
+      u.u.mem.ptr = not_null(*b);
+      u.u.mem.size = b->size();
+    };
+    bytes(RD_KAFKA_VTYPE_KEY, m.key);
+    bytes(RD_KAFKA_VTYPE_VALUE, m.value);
+    for (const auto& h : m.headers) {
+      rd_kafka_vu_t& u = vu.emplace_back();
+      u.vtype = RD_KAFKA_VTYPE_HEADER;
+      u.u.header.name = h.name.c_str();
+      u.u.header.val = h.value ? not_null(*h.value) : nullptr;
+      u.u.header.size = h.value ? static_cast<ssize_t>(h.value->size()) : 0;
     }
-    ++sent_;
-    rd_kafka_poll(rk_.get(), 0);
+    if (m.timestamp) {
+      rd_kafka_vu_t& u = vu.emplace_back();
+      u.vtype = RD_KAFKA_VTYPE_TIMESTAMP;
+      u.u.i64 =
+          std::chrono::duration_cast<std::chrono::milliseconds>(m.timestamp->at.time_since_epoch())
+              .count();
+    }
+    produce(vu.data(), vu.size());
   }
 
   /// Waits until every message sent is acknowledged by the cluster.
@@ -206,6 +238,27 @@ class producer final {
   [[nodiscard]] std::size_t sent() const noexcept { return sent_; }
 
  private:
+  // librdkafka sends a null pointer as null: zero bytes need an address, or an empty value
+  // would become a tombstone.
+  static void* not_null(const std::vector<std::byte>& b) noexcept {
+    static std::byte none{};
+    return b.empty() ? &none : const_cast<std::byte*>(b.data());
+  }
+
+  void produce(const rd_kafka_vu_t* vu, std::size_t n) {
+    for (;;) {
+      detail::error_ptr e{rd_kafka_produceva(rk_.get(), vu, n)};
+      if (!e)
+        break;
+      if (rd_kafka_error_code(e.get()) != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        throw client_error("producing to " + topic_, rd_kafka_error_code(e.get()),
+                           rd_kafka_error_string(e.get()));
+      rd_kafka_poll(rk_.get(), 10);  // the local queue is full: let deliveries drain it
+    }
+    ++sent_;
+    rd_kafka_poll(rk_.get(), 0);
+  }
+
   static void delivered(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) noexcept {
     auto* self = static_cast<producer*>(opaque);
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -868,10 +868,9 @@ class consumer_core final : public client_core {
     // Aligned with the batch from its first record (keep_fingerprints() called while a batch
     // is being built takes effect with the next one).
     const bool keep = keep_fingerprints_ && fingerprints_.size() == batch_.size();
-    const auto* bytes = static_cast<const std::byte*>(m.payload);
     try {
       batch_.push_back(record_type{partition_id{m.partition}, offset{m.offset},
-                                   Codec::decode(std::span(bytes, m.len))});
+                                   kafka::decode<Event, Codec>(message(m))});
     } catch (const std::exception& e) {
       // The records before it are handed out first; the bad one stops the source when it is
       // next, and is never skipped.

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: BSL-1.0
+// commit_order/adapters/json.hpp — a JSON codec for events, on nlohmann/json (Debian's
+// nlohmann-json3-dev). Link commit_order::json.
+//
+//   struct order { std::int64_t id; std::string customer; std::int64_t cents; };
+//   using order_json = json::codec<order, json::fields<json::field<"id", &order::id>,
+//                                                      json::field<"customer", &order::customer>,
+//                                                      json::field<"cents", &order::cents>>>;
+//   kafka::group_source<order, AtLeastOnce, order_json> source(...);
+//
+// A codec a ledger can trust reads only what the JSON says, exactly, and refuses the rest
+// (std::invalid_argument naming the field; the Kafka source reports it as
+// undecodable_message, or as a poison message under kafka::tolerant):
+//   * the value is one JSON object, nothing after it; a key twice in an object is refused
+//     (parsers disagree on which one wins);
+//   * an integer field takes a JSON integer in its type's range: 12.5, 1e3, "12", true, and
+//     12.0 are refused, never truncated, rounded or wrapped;
+//   * a floating-point field takes a JSON number its type holds: an integer beyond 2^53 that a
+//     double would round, or a double beyond a float's range, is refused;
+//   * bool takes true/false; std::string takes a JSON string (valid UTF-8, as the parser checks);
+//   * std::optional<T> takes null or a T, and a missing key as null: a field added to a topic's
+//     events later reads as absent in the older ones. Every other field must be present.
+// Keys the fields do not name are ignored, so producers may add fields before consumers read
+// them. Encoding writes the fields in their order; a NaN or an infinity has no JSON form and is
+// refused, never written as null.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commit_order/adapters/detail/table_description.hpp"
+
+namespace commit_order::json {
+
+using adapters::fixed_string;
+
+namespace detail {
+
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+/// The types a field may have.
+template <class T>
+constexpr bool plain_supported = std::is_same_v<T, bool> || std::is_same_v<T, std::string> ||
+                                 (std::is_integral_v<T> && !std::is_same_v<T, char> &&
+                                  !std::is_same_v<T, wchar_t> && !std::is_same_v<T, char8_t> &&
+                                  !std::is_same_v<T, char16_t> && !std::is_same_v<T, char32_t>) ||
+                                 std::is_floating_point_v<T>;
+template <class T>
+constexpr bool supported = plain_supported<T>;
+template <class T>
+constexpr bool supported<std::optional<T>> = plain_supported<T>;
+
+template <class M>
+struct member_of;
+template <class C, class T>
+struct member_of<T C::*> {
+  using owner = C;
+  using type = T;
+};
+
+}  // namespace detail
+
+/// One JSON key and the member it is read into and written from.
+template <fixed_string Name, auto Member>
+struct field final {
+  using owner = typename detail::member_of<decltype(Member)>::owner;
+  using value_type = typename detail::member_of<decltype(Member)>::type;
+  static constexpr std::string_view name = Name.view();
+  static constexpr auto member = Member;
+  static_assert(detail::supported<value_type>,
+                "commit_order::json: a field's type must be bool, an integer, a floating-point "
+                "type, std::string, or std::optional of one of them");
+};
+
+/// The fields of an event, in the order encoding writes them.
+template <class... Fields>
+struct fields final {
+  static_assert(sizeof...(Fields) > 0, "commit_order::json: an event needs at least one field");
+  static constexpr std::array<std::string_view, sizeof...(Fields)> names{Fields::name...};
+  static constexpr bool names_distinct = [] {
+    for (std::size_t i = 0; i < names.size(); ++i)
+      for (std::size_t j = i + 1; j < names.size(); ++j)
+        if (names[i] == names[j])
+          return false;
+    return true;
+  }();
+  static_assert(names_distinct, "commit_order::json: two fields have the same JSON name");
+};
+
+namespace detail {
+
+[[noreturn]] inline void refuse(std::string_view field, const std::string& why) {
+  throw std::invalid_argument("JSON field \"" + std::string(field) + "\" " + why);
+}
+
+inline std::string shown(const nlohmann::json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40)
+    s = s.substr(0, 37) + "...";
+  return s;
+}
+
+template <class T>
+T read_integer(std::string_view name, const nlohmann::json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+      refuse(name, "is " + shown(v) + ", out of range");
+    return static_cast<T>(u);
+  }
+  if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    if constexpr (std::is_unsigned_v<T>) {
+      if (i < 0)
+        refuse(name, "is " + shown(v) + ", out of range");
+      if (static_cast<std::uint64_t>(i) > std::numeric_limits<T>::max())
+        refuse(name, "is " + shown(v) + ", out of range");
+    } else {
+      if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max())
+        refuse(name, "is " + shown(v) + ", out of range");
+    }
+    return static_cast<T>(i);
+  }
+  refuse(name, "is " + shown(v) + ", not an integer");
+}
+
+template <class T>
+T read_floating(std::string_view name, const nlohmann::json& v) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if constexpr (sizeof(T) < sizeof(double)) {
+      if (std::isfinite(d) && std::fabs(d) > static_cast<double>(std::numeric_limits<T>::max()))
+        refuse(name, "is " + shown(v) + ", out of range");
+    }
+    if (!std::isfinite(d))  // the parser gives a number too large for a double as infinite
+      refuse(name, "is " + shown(v) + ", out of range");
+    return static_cast<T>(d);
+  }
+  if (v.is_number_integer() || v.is_number_unsigned()) {
+    // Taken only when the type holds the integer exactly.
+    const bool negative =
+        v.is_number_integer() && !v.is_number_unsigned() && v.get<std::int64_t>() < 0;
+    const std::uint64_t magnitude =
+        negative ? std::uint64_t{0} - static_cast<std::uint64_t>(v.get<std::int64_t>())
+                 : v.get<std::uint64_t>();
+    const T t = static_cast<T>(magnitude);
+    if (t >= static_cast<T>(18446744073709551616.0) || static_cast<std::uint64_t>(t) != magnitude)
+      refuse(name, "is " + shown(v) + ", which this floating-point type would round");
+    return negative ? -t : t;
+  }
+  refuse(name, "is " + shown(v) + ", not a number");
+}
+
+template <class T>
+T read_plain(std::string_view name, const nlohmann::json& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean())
+      refuse(name, "is " + shown(v) + ", not true or false");
+    return v.get<bool>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string())
+      refuse(name, "is " + shown(v) + ", not a string");
+    return v.get<std::string>();
+  } else if constexpr (std::is_integral_v<T>) {
+    return read_integer<T>(name, v);
+  } else {
+    return read_floating<T>(name, v);
+  }
+}
+
+template <class T>
+void write_plain(std::string_view name, nlohmann::json& out, const T& value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(value))
+      refuse(name, "is not finite, and JSON has no form for it");
+  }
+  out = value;
+}
+
+template <class Field, class Event>
+void read_field(const nlohmann::json& object, Event& e) {
+  using T = typename Field::value_type;
+  const auto it = object.find(Field::name);
+  if constexpr (is_optional<T>::value) {
+    if (it == object.end() || it->is_null())
+      e.*Field::member = std::nullopt;
+    else
+      e.*Field::member = read_plain<typename T::value_type>(Field::name, *it);
+  } else {
+    if (it == object.end())
+      refuse(Field::name, "is missing");
+    e.*Field::member = read_plain<T>(Field::name, *it);
+  }
+}
+
+template <class Field, class Event>
+void write_field(nlohmann::json& object, const Event& e) {
+  using T = typename Field::value_type;
+  nlohmann::json& slot = object[std::string(Field::name)];
+  if constexpr (is_optional<T>::value) {
+    if (const auto& v = e.*Field::member)
+      write_plain(Field::name, slot, *v);
+    else
+      slot = nullptr;
+  } else {
+    write_plain(Field::name, slot, e.*Field::member);
+  }
+}
+
+/// Parses one JSON value, refusing a key that appears twice in one object.
+inline nlohmann::json parse_strict(std::span<const std::byte> bytes) {
+  std::vector<std::unordered_set<std::string>> seen;
+  std::string duplicate;
+  const auto callback = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using ev = nlohmann::json::parse_event_t;
+    if (event == ev::object_start) {
+      seen.emplace_back();
+    } else if (event == ev::object_end) {
+      if (!seen.empty())
+        seen.pop_back();
+    } else if (event == ev::key && !seen.empty()) {
+      auto key = parsed.get<std::string>();
+      if (!seen.back().insert(key).second && duplicate.empty())
+        duplicate = std::move(key);
+    }
+    return true;
+  };
+  const auto* first = reinterpret_cast<const char*>(bytes.data());
+  nlohmann::json v;
+  try {
+    v = nlohmann::json::parse(first, first + bytes.size(), callback);
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error, or a number no double holds (1e400).
+    throw std::invalid_argument(std::string("not JSON this codec reads: ") + e.what());
+  }
+  if (!duplicate.empty())
+    throw std::invalid_argument("JSON key \"" + duplicate + "\" appears twice in one object");
+  return v;
+}
+
+template <class F>
+struct field_list;
+template <class... Fields>
+struct field_list<fields<Fields...>> {
+  template <class Event>
+  static constexpr bool all_of = (std::is_same_v<typename Fields::owner, Event> && ...);
+  template <class Event>
+  static void read(const nlohmann::json& object, Event& e) {
+    (read_field<Fields>(object, e), ...);
+  }
+  template <class Event>
+  static void write(nlohmann::json& object, const Event& e) {
+    (write_field<Fields>(object, e), ...);
+  }
+};
+
+}  // namespace detail
+
+/// Reads and writes Event as one JSON object with `Fields` (a json::fields<...>). Models the
+/// Kafka adapter's codec: `static Event decode(std::span<const std::byte>)` and
+/// `static void encode(const Event&, std::vector<std::byte>&)`.
+template <class Event, class Fields>
+struct codec final {
+  static_assert(detail::field_list<Fields>::template all_of<Event>,
+                "commit_order::json: every field must name a member of the event");
+  static_assert(std::is_default_constructible_v<Event>,
+                "commit_order::json: the event must be default-constructible (decoding sets "
+                "each field's member)");
+
+  static Event decode(std::span<const std::byte> value) {
+    const nlohmann::json v = detail::parse_strict(value);
+    if (!v.is_object())
+      throw std::invalid_argument("the JSON value is " + detail::shown(v) + ", not an object");
+    Event e{};
+    detail::field_list<Fields>::read(v, e);
+    return e;
+  }
+
+  static void encode(const Event& e, std::vector<std::byte>& out) {
+    nlohmann::json object = nlohmann::json::object();
+    detail::field_list<Fields>::write(object, e);
+    // Fields in their order: nlohmann's object sorts its keys, so the text is built here.
+    std::string text = "{";
+    bool first = true;
+    for (const std::string_view name : Fields::names) {
+      if (!first)
+        text += ',';
+      first = false;
+      text += nlohmann::json(std::string(name)).dump();
+      text += ':';
+      text += object[std::string(name)].dump();
+    }
+    text += '}';
+    const std::size_t at = out.size();
+    out.resize(at + text.size());
+    std::memcpy(out.data() + at, text.data(), text.size());
+  }
+};
+
+}  // namespace commit_order::json
