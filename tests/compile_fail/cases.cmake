@@ -144,3 +144,11 @@ compile_fail_case(executor_header_missing include
 # "surface": the case checks the stand-in, through R3's message).
 compile_fail_case(rejected_surface surface
   "commit_order R3: this policy replays after a crash")
+
+# The adapters' own checks: the JSON codec's field list, and a Kafka source's codec.
+compile_fail_case(json_duplicate_field_name json
+  "commit_order::json: two fields have the same JSON name")
+compile_fail_case(json_unsupported_field_type json
+  "commit_order::json: a field's type must be bool, an integer, a floating-point type")
+compile_fail_case(kafka_codec_not_decoder kafka
+  "commit_order::kafka: the codec does not decode the source's event")

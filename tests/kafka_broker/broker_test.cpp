@@ -10,6 +10,7 @@
 // DeleteRecords, it gets transactions wrong, and it ignores static membership. Every test uses
 // topics and groups of its own, so the tests can share the broker and run in parallel.
 #include <doctest/doctest.h>
+#include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
 
@@ -28,12 +29,15 @@
 #include <thread>
 #include <vector>
 
+#include <commit_order/adapters/json.hpp>
 #include <commit_order/adapters/kafka.hpp>
 #include <commit_order/adapters/memory.hpp>
+#include <commit_order/adapters/postgres.hpp>
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
 
 #include "lab/orders.hpp"
+#include "lab/pg_server.hpp"
 #include "support/scratch.hpp"
 
 namespace {
@@ -41,6 +45,8 @@ namespace {
 namespace co = commit_order;
 namespace kf = commit_order::kafka;
 namespace sq = commit_order::sqlite;
+namespace pg = commit_order::postgres;
+namespace cj = commit_order::json;
 using namespace std::chrono_literals;
 using crash_lab::order_event;
 using crash_lab::orders_flat;
@@ -1321,4 +1327,124 @@ TEST_CASE(
     CHECK(r.offset == (id - base) / 2 + (base != 0 ? 200 : 0));
   }
   src.close();
+}
+
+// ---- what a Kafka user expects: JSON, poison messages, dead letters in PostgreSQL -------------
+
+namespace {
+
+struct payment final {
+  std::int64_t id = 0;
+  std::int64_t cents = 0;
+};
+using payment_json =
+    cj::codec<payment,
+              cj::fields<cj::field<"id", &payment::id>, cj::field<"cents", &payment::cents>>>;
+struct payments_table final
+    : pg::table_layout<"payments", payment, pg::key_columns<pg::column<"id", &payment::id>>,
+                       pg::value_columns<pg::column<"cents", &payment::cents>>> {};
+
+/// The first column of the first row `sql` returns on `conninfo`, as an integer.
+std::int64_t pg_integer(const std::string& conninfo, const std::string& sql) {
+  std::unique_ptr<PGconn, decltype(&PQfinish)> c(PQconnectdb(conninfo.c_str()), &PQfinish);
+  REQUIRE(PQstatus(c.get()) == CONNECTION_OK);
+  std::unique_ptr<PGresult, decltype(&PQclear)> r(PQexec(c.get(), sql.c_str()), &PQclear);
+  REQUIRE_MESSAGE(PQresultStatus(r.get()) == PGRES_TUPLES_OK, PQerrorMessage(c.get()));
+  REQUIRE(PQntuples(r.get()) == 1);
+  return std::stoll(PQgetvalue(r.get(), 0, 0));
+}
+
+}  // namespace
+
+TEST_CASE("JSON into PostgreSQL: poison messages go to a dead-letter table, the rest is applied") {
+  broker b;
+  const std::string topic = unique("payments");
+  b.create_topic(topic, 2);
+  // 60 payments over two partitions; five poison messages a JSON library would have read as
+  // something (12.5 cents truncated, a missing field defaulted, a key twice) or could not (cut
+  // text, a tombstone).
+  const std::map<std::int64_t, std::string> poison{{7, R"({"id":7,"cents":12.5})"},
+                                                   {19, R"({"id":19})"},
+                                                   {31, R"({"id":31,"cents":1,"cents":2})"},
+                                                   {44, R"({"id":44,"ce)"},
+                                                   {52, ""}};  // "" stands for the tombstone
+  {
+    kf::producer<payment, payment_json> prod(b.producer_config(), topic);
+    for (std::int64_t id = 1; id <= 60; ++id) {
+      const co::partition_id k{static_cast<std::int32_t>(id % 2)};
+      if (const auto it = poison.find(id); it != poison.end()) {
+        kf::message_copy m;
+        const std::string key = std::to_string(id);
+        m.key = std::vector<std::byte>(reinterpret_cast<const std::byte*>(key.data()),
+                                       reinterpret_cast<const std::byte*>(key.data()) + key.size());
+        if (!it->second.empty())
+          m.value = std::vector<std::byte>(
+              reinterpret_cast<const std::byte*>(it->second.data()),
+              reinterpret_cast<const std::byte*>(it->second.data()) + it->second.size());
+        prod.send(k, m);
+      } else {
+        prod.send(k, payment{id, id * 100});
+      }
+    }
+    prod.flush();
+  }
+
+  crash_lab::pg_server server(crash_lab::pg_server_options{.fsync = true});
+  using policy = co::TransactionalPosition<>;
+  using source_t =
+      kf::group_source<kf::decoded<payment>, policy, kf::tolerant<payment, payment_json>>;
+  using sink = pg::guarded_upsert_sink<payments_table, pg::synced>;
+  using letters_t = pg::dead_letters<kf::decoded<payment>, kf::letter_bytes<payment_json>>;
+  using pipeline =
+      co::pipeline<source_t, sink, policy, co::with_transform<kf::decoded_value>,
+                   co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters_t>>;
+  const auto options = b.consumer(topic, unique("payments"));
+  const auto run_until_end = [&](std::size_t expect_polled) {
+    source_t src(options);
+    pg::sink_options so;
+    so.stream = "payments-consumer";
+    sink s(server.conninfo(), so);
+    pg::dead_letter_options lo;
+    lo.stream = "payments-consumer";
+    letters_t letters(server.conninfo(), lo);
+    pipeline p(src, s, letters, co::settings{.batch_size = 16});
+    std::size_t polled = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (s.load_position(p0) != co::position{30} || s.load_position(p1) != co::position{30}) {
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      polled += p.poll_once();
+    }
+    CHECK(polled == expect_polled);
+    src.close();
+    return letters.letters();
+  };
+  CHECK(run_until_end(60) == 5);
+
+  const std::string c = server.conninfo();
+  CHECK(pg_integer(c, "SELECT count(*) FROM payments") == 55);
+  CHECK(pg_integer(c, "SELECT count(*) FROM payments WHERE cents <> id * 100") == 0);
+  CHECK(pg_integer(c, "SELECT count(*) FROM commit_order_dead_letters") == 5);
+  // Each letter keeps the message's own bytes, at its coordinates, and why.
+  for (const auto& entry : poison) {
+    const std::int64_t id = entry.first;  // (clang 14 cannot capture a structured binding)
+    const std::string& text = entry.second;
+    INFO("payment ", id);
+    const std::string where =
+        "SELECT count(*) FROM commit_order_dead_letters WHERE key = convert_to('" +
+        std::to_string(id) + "', 'UTF8') AND source_partition = " + std::to_string(id % 2) +
+        " AND reason LIKE '%cannot be decoded%' AND ";
+    CHECK(pg_integer(c, where + (text.empty() ? "value IS NULL"
+                                              : "value = convert_to('" + text + "', 'UTF8')")) ==
+          1);
+  }
+  CHECK(pg_integer(c,
+                   "SELECT count(*) FROM commit_order_dead_letters WHERE reason LIKE "
+                   "'%\"cents\" is 12.5, not an integer%'") == 1);
+  CHECK(pg_integer(c,
+                   "SELECT count(*) FROM commit_order_dead_letters WHERE reason LIKE "
+                   "'%appears twice%'") == 1);
+
+  // A second run of the group resumes at the positions: nothing read again, no letter added.
+  CHECK(run_until_end(0) == 0);
+  CHECK(pg_integer(c, "SELECT count(*) FROM commit_order_dead_letters") == 5);
 }

@@ -86,24 +86,12 @@ struct field final {
   using value_type = typename detail::member_of<decltype(Member)>::type;
   static constexpr std::string_view name = Name.view();
   static constexpr auto member = Member;
-  static_assert(detail::supported<value_type>,
-                "commit_order::json: a field's type must be bool, an integer, a floating-point "
-                "type, std::string, or std::optional of one of them");
 };
 
 /// The fields of an event, in the order encoding writes them.
 template <class... Fields>
 struct fields final {
-  static_assert(sizeof...(Fields) > 0, "commit_order::json: an event needs at least one field");
   static constexpr std::array<std::string_view, sizeof...(Fields)> names{Fields::name...};
-  static constexpr bool names_distinct = [] {
-    for (std::size_t i = 0; i < names.size(); ++i)
-      for (std::size_t j = i + 1; j < names.size(); ++j)
-        if (names[i] == names[j])
-          return false;
-    return true;
-  }();
-  static_assert(names_distinct, "commit_order::json: two fields have the same JSON name");
 };
 
 namespace detail {
@@ -259,17 +247,32 @@ inline nlohmann::json parse_strict(std::span<const std::byte> bytes) {
 
 template <class F>
 struct field_list;
-template <class... Fields>
-struct field_list<fields<Fields...>> {
+template <fixed_string... Names, auto... Members>
+struct field_list<fields<field<Names, Members>...>> {
+  // What the codec checks is read from the template arguments, not from the field classes: one
+  // mistake, one error.
+  static constexpr std::size_t count = sizeof...(Members);
   template <class Event>
-  static constexpr bool all_of = (std::is_same_v<typename Fields::owner, Event> && ...);
+  static constexpr bool all_of =
+      (std::is_same_v<typename member_of<decltype(Members)>::owner, Event> && ...);
+  static constexpr bool supported =
+      (detail::supported<typename member_of<decltype(Members)>::type> && ...);
+  static constexpr bool names_distinct = [] {
+    constexpr std::array<std::string_view, sizeof...(Names)> names{Names.view()...};
+    for (std::size_t i = 0; i < names.size(); ++i)
+      for (std::size_t j = i + 1; j < names.size(); ++j)
+        if (names[i] == names[j])
+          return false;
+    return true;
+  }();
+
   template <class Event>
   static void read(const nlohmann::json& object, Event& e) {
-    (read_field<Fields>(object, e), ...);
+    (read_field<field<Names, Members>>(object, e), ...);
   }
   template <class Event>
   static void write(nlohmann::json& object, const Event& e) {
-    (write_field<Fields>(object, e), ...);
+    (write_field<field<Names, Members>>(object, e), ...);
   }
 };
 
@@ -280,8 +283,15 @@ struct field_list<fields<Fields...>> {
 /// `static void encode(const Event&, std::vector<std::byte>&)`.
 template <class Event, class Fields>
 struct codec final {
+  static_assert(detail::field_list<Fields>::count > 0,
+                "commit_order::json: an event needs at least one field");
+  static_assert(detail::field_list<Fields>::names_distinct,
+                "commit_order::json: two fields have the same JSON name");
   static_assert(detail::field_list<Fields>::template all_of<Event>,
                 "commit_order::json: every field must name a member of the event");
+  static_assert(detail::field_list<Fields>::supported,
+                "commit_order::json: a field's type must be bool, an integer, a floating-point "
+                "type, std::string, or std::optional of one of them");
   static_assert(std::is_default_constructible_v<Event>,
                 "commit_order::json: the event must be default-constructible (decoding sets "
                 "each field's member)");

@@ -2,10 +2,11 @@
 // commit_order/adapters/postgres.hpp — the PostgreSQL adapter: typed table descriptions,
 // partition-scoped guarded upsert / version-guarded upsert / upsert / append sinks with the
 // positions (per partition, fenced by owner epochs) in the same transaction, and a position
-// store. Links libpq: target commit_order::postgres.
+// store, and a dead-letter table. Links libpq: target commit_order::postgres.
 #pragma once
 
 #include "commit_order/adapters/postgres/connection.hpp"
+#include "commit_order/adapters/postgres/dead_letters.hpp"
 #include "commit_order/adapters/postgres/position_store.hpp"
 #include "commit_order/adapters/postgres/position_table.hpp"
 #include "commit_order/adapters/postgres/sink.hpp"

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,10 @@ concept message_decoder = requires(const message& m) {
 /// C decodes messages into Events, from their value or from the whole message.
 template <class C, class Event>
 concept decoder = value_decoder<C, Event> || message_decoder<C, Event>;
+
+/// decoder<C, Event> as a value (a static_assert on it prints the message, not the concept).
+template <class C, class Event>
+inline constexpr bool decodes_v = decoder<C, Event>;
 
 /// C also encodes an Event into a message value.
 template <class C, class Event>
@@ -202,6 +207,29 @@ struct tolerant final {
     } catch (const std::exception& e) {
       return decoded<Event>(poison{message_copy::of(m), e.what()});
     }
+  }
+};
+
+/// What a dead letter keeps of a `decoded<Event>` (the Letter format of
+/// postgres::dead_letters): a poison message's own key and value bytes, as they were read; an
+/// event that decoded and failed later (in the transform or the sink) no key, and its value as
+/// Codec encodes it.
+template <class Codec>
+struct letter_bytes final {
+  template <class Event>
+  static std::optional<std::vector<std::byte>> key(const decoded<Event>& d) {
+    if (const poison* p = d.poisoned())
+      return p->message.key;
+    return std::nullopt;
+  }
+  template <class Event>
+  requires codec<Codec, Event>
+  static std::optional<std::vector<std::byte>> value(const decoded<Event>& d) {
+    if (const poison* p = d.poisoned())
+      return p->message.value;
+    std::vector<std::byte> out;
+    Codec::encode(d.value(), out);
+    return out;
   }
 };
 

@@ -63,8 +63,6 @@ template <class Event, class Policy, class Codec>
 class source_base {
   static_assert(policy<Policy>,
                 "commit_order::kafka: the second parameter is the pipeline's policy");
-  static_assert(decoder<Codec, Event>,
-                "commit_order::kafka: Codec needs static Event decode(std::span<const std::byte>)");
 
  public:
   using record_type = record<Event>;
@@ -122,7 +120,14 @@ class source_base {
               std::vector<partition_id> partitions = {})
       : core_(std::make_unique<consumer_core<Event, Codec>>(
             o, kind, mode, s.auto_commit_interval, Policy::name, policy_facts_v<Policy>.may_lose(),
-            std::move(partitions))) {}
+            std::move(partitions))) {
+    // Here rather than in the class: a source type that is only named compiles, and a source
+    // built with a wrong codec gets this one error, not one for every member it uses.
+    static_assert(decodes_v<Codec, Event>,
+                  "commit_order::kafka: the codec does not decode the source's event -- it needs "
+                  "static Event decode(std::span<const std::byte>) or static Event decode(const "
+                  "kafka::message&)");
+  }
 
   std::unique_ptr<consumer_core<Event, Codec>> core_;
 };

@@ -869,8 +869,7 @@ class consumer_core final : public client_core {
     // is being built takes effect with the next one).
     const bool keep = keep_fingerprints_ && fingerprints_.size() == batch_.size();
     try {
-      batch_.push_back(record_type{partition_id{m.partition}, offset{m.offset},
-                                   kafka::decode<Event, Codec>(message(m))});
+      batch_.push_back(record_type{partition_id{m.partition}, offset{m.offset}, decode_one(m)});
     } catch (const std::exception& e) {
       // The records before it are handed out first; the bad one stops the source when it is
       // next, and is never skipped.
@@ -891,6 +890,13 @@ class consumer_core final : public client_core {
     q->next = m.offset + 1;
     q->gap_from = -1;
     return true;
+  }
+
+  static Event decode_one(const rd_kafka_message_t& m) {
+    if constexpr (decoder<Codec, Event>)
+      return kafka::decode<Event, Codec>(message(m));
+    else  // never compiled into a program: the source's constructor refuses such a codec
+      throw std::logic_error("commit_order::kafka: the codec does not decode the event");
   }
 
   // The first message of a partition started to compare the record before its position. The
