@@ -336,3 +336,30 @@ TEST_CASE("tolerant under stop: the poison message stops the pipeline, named, an
   CHECK(table.load_position(p1) <= co::position{3});
   CHECK(table.find(7) == nullptr);
 }
+
+namespace {
+/// A decoder whose lookup (a schema registry, say) is down.
+struct lookup_down final {
+  static std::int64_t decode(const kf::message&) {
+    throw co::infrastructure_error("the schema registry is unreachable");
+  }
+};
+}  // namespace
+
+TEST_CASE("tolerant: the world's failure in a decoder stops the source, it is no poison") {
+  // Found by review: caught as poison, a good record would be dead-lettered and passed.
+  kf::mock_cluster mc;
+  mc.create_topic("lookups", 1);
+  {
+    kf::producer<std::int64_t> p(mc.client_config(), "lookups");
+    p.send(p0, std::int64_t{1});
+    p.flush();
+  }
+  kf::assigned_source<kf::decoded<std::int64_t>, co::AtLeastOnce<>,
+                      kf::tolerant<std::int64_t, lookup_down>>
+      src(options_for(mc, "lookups"), {p0});
+  std::string what;
+  const auto got = poll_until_thrown<co::infrastructure_error>(src, what);
+  CHECK(got.empty());
+  CHECK(what == "the schema registry is unreachable");
+}

@@ -103,3 +103,18 @@ TEST_CASE("dead_letters: a record's letter is kept once, another record's at its
   CHECK_THROWS_WITH_AS(letters(synced_conninfo(), letter_options(schema, "")),
                        doctest::Contains("name the stream"), std::invalid_argument);
 }
+
+TEST_CASE("dead_letters: a reason quoting bytes that are not UTF-8 is kept, escaped") {
+  // A JSON parser's error quotes the bytes it stopped at; a TEXT column refuses them raw, which
+  // would stop the pipeline on exactly the message it was to put aside.
+  const std::string schema = fresh_schema(synced_conninfo(), "t_dead_letter_reason");
+  letters dl(synced_conninfo(), letter_options(schema));
+  dl.put(p0, co::offset{1}, order_event{1, 1, 5, 1},
+         "syntax error; last read: '\xff\xfe' \xc3\xa9");
+  dl.put(p0, co::offset{2}, order_event{2, 1, 5, 1}, "overlong \xc0\xaf, surrogate \xed\xa0\x80");
+  client c(synced_conninfo(), schema);
+  CHECK(c.count("commit_order_dead_letters WHERE reason = 'syntax error; last read: ''\\xff\\xfe'' "
+                "\xc3\xa9'") == 1);
+  CHECK(c.count("commit_order_dead_letters WHERE reason = 'overlong \\xc0\\xaf, surrogate "
+                "\\xed\\xa0\\x80'") == 1);
+}

@@ -171,3 +171,28 @@ TEST_CASE("json::codec: presence, duplicates, and what surrounds the object") {
   CHECK_THROWS_AS(decode(with("customer", "\"\xff\xfe\"")), std::invalid_argument);
   CHECK_THROWS_AS(decode(with("id", "7").substr(0, 10)), std::invalid_argument);
 }
+
+// Found by review: what nlohmann/json's value no longer shows, caught on the text.
+TEST_CASE("json::codec: a NUL byte, integers beyond 64 bits and underflow are refused") {
+  // The parser stops at a NUL byte: what follows would be ignored.
+  std::string nul = with("id", "1");
+  nul += '\0';
+  nul += with("id", "2") + "garbage";
+  CHECK_THROWS_WITH_AS(decode(nul), "not JSON: a NUL byte in the text", std::invalid_argument);
+  // An integer beyond 64 bits becomes a rounded double in the parser.
+  for (const char* big :
+       {"18446744073709551617", "-9223372036854775809", "100000000000000000000000000001"}) {
+    INFO(big);
+    CHECK_THROWS_WITH_AS(decode(with("rate", big)), doctest::Contains("is beyond 64 bits"),
+                         std::invalid_argument);
+    CHECK_THROWS_AS(decode(with("cents", big)), std::invalid_argument);
+  }
+  // Too small for the type: it would read as 0.
+  CHECK_THROWS_WITH_AS(decode(with("rate", "1e-400")), doctest::Contains("too small"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(decode(with("weight", "1e-50")), doctest::Contains("too small"),
+                       std::invalid_argument);
+  CHECK(decode(with("rate", "0e5")).rate == 0);
+  CHECK(decode(with("rate", "0.000")).rate == 0);
+  CHECK(decode(with("rate", "1e-300")).rate == 1e-300);
+}

@@ -15,8 +15,10 @@
 //     (parsers disagree on which one wins);
 //   * an integer field takes a JSON integer in its type's range: 12.5, 1e3, "12", true, and
 //     12.0 are refused, never truncated, rounded or wrapped;
-//   * a floating-point field takes a JSON number its type holds: an integer beyond 2^53 that a
-//     double would round, or a double beyond a float's range, is refused;
+//   * a floating-point field takes a JSON number its type holds: an integer a double would
+//     round (beyond 2^53, or beyond 64 bits), a number beyond its type's range, or one so small
+//     it would read as 0, is refused (a decimal fraction reads as its nearest value);
+//   * no NUL byte anywhere (the parser would stop at it and ignore what follows);
 //   * bool takes true/false; std::string takes a JSON string (valid UTF-8, as the parser checks);
 //   * std::optional<T> takes null or a T, and a missing key as null: a field added to a topic's
 //     events later reads as absent in the older ones. Every other field must be present.
@@ -141,6 +143,8 @@ T read_floating(std::string_view name, const nlohmann::json& v) {
     }
     if (!std::isfinite(d))  // the parser gives a number too large for a double as infinite
       refuse(name, "is " + shown(v) + ", out of range");
+    if (d != 0 && static_cast<T>(d) == 0)
+      refuse(name, "is " + shown(v) + ", too small for its type: it would read as 0");
     return static_cast<T>(d);
   }
   if (v.is_number_integer() || v.is_number_unsigned()) {
@@ -214,35 +218,80 @@ void write_field(nlohmann::json& object, const Event& e) {
   }
 }
 
-/// Parses one JSON value, refusing a key that appears twice in one object.
-inline nlohmann::json parse_strict(std::span<const std::byte> bytes) {
-  std::vector<std::unordered_set<std::string>> seen;
-  std::string duplicate;
-  const auto callback = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using ev = nlohmann::json::parse_event_t;
-    if (event == ev::object_start) {
-      seen.emplace_back();
-    } else if (event == ev::object_end) {
-      if (!seen.empty())
-        seen.pop_back();
-    } else if (event == ev::key && !seen.empty()) {
-      auto key = parsed.get<std::string>();
-      if (!seen.back().insert(key).second && duplicate.empty())
-        duplicate = std::move(key);
-    }
+/// The first pass over the text: what the parsed value no longer shows. A key twice in one
+/// object (the value keeps one), an integer literal beyond 64 bits (the parser makes it a
+/// double, rounded), and a literal too small for a double (it becomes 0).
+class strict_checks final {
+ public:
+  using json = nlohmann::json;
+
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(json::number_integer_t) { return true; }
+  bool number_unsigned(json::number_unsigned_t) { return true; }
+  bool number_float(json::number_float_t v, const json::string_t& text) {
+    if (text.find_first_of(".eE") == json::string_t::npos)
+      return refuse("the integer " + text + " is beyond 64 bits");
+    const auto mantissa = text.substr(0, text.find_first_of("eE"));
+    if (v == 0 && mantissa.find_first_of("123456789") != json::string_t::npos)
+      return refuse("the number " + text + " is too small for a double");
     return true;
-  };
+  }
+  bool string(json::string_t&) { return true; }
+  bool binary(json::binary_t&) { return true; }
+  bool start_object(std::size_t) {
+    seen_.emplace_back();
+    return true;
+  }
+  bool key(json::string_t& k) {
+    if (!seen_.empty() && !seen_.back().insert(k).second)
+      return refuse("JSON key \"" + k + "\" appears twice in one object");
+    return true;
+  }
+  bool end_object() {
+    seen_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) { return true; }
+  bool end_array() { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) {
+    return refuse(std::string("not JSON: ") + e.what());
+  }
+
+  [[nodiscard]] const std::string& refused() const noexcept { return refused_; }
+
+ private:
+  bool refuse(std::string why) {
+    refused_ = std::move(why);
+    return false;
+  }
+  std::vector<std::unordered_set<std::string>> seen_;
+  std::string refused_;
+};
+
+/// Parses one JSON value, exactly: refuses what strict_checks finds, and a NUL byte anywhere
+/// (JSON text has none; nlohmann's parser would stop reading at it and ignore what follows).
+inline nlohmann::json parse_strict(std::span<const std::byte> bytes) {
+  for (const std::byte b : bytes)
+    if (b == std::byte{0})
+      throw std::invalid_argument("not JSON: a NUL byte in the text");
   const auto* first = reinterpret_cast<const char*>(bytes.data());
-  nlohmann::json v;
+  strict_checks checks;
+  bool ok = false;
   try {
-    v = nlohmann::json::parse(first, first + bytes.size(), callback);
+    ok = nlohmann::json::sax_parse(first, first + bytes.size(), &checks);
   } catch (const nlohmann::json::exception& e) {
-    // A syntax error, or a number no double holds (1e400).
     throw std::invalid_argument(std::string("not JSON this codec reads: ") + e.what());
   }
-  if (!duplicate.empty())
-    throw std::invalid_argument("JSON key \"" + duplicate + "\" appears twice in one object");
-  return v;
+  if (!ok)
+    throw std::invalid_argument(checks.refused().empty() ? std::string("not JSON")
+                                                         : checks.refused());
+  try {
+    return nlohmann::json::parse(first, first + bytes.size());
+  } catch (const nlohmann::json::exception& e) {
+    // A number no double holds (1e400).
+    throw std::invalid_argument(std::string("not JSON this codec reads: ") + e.what());
+  }
 }
 
 template <class F>

@@ -195,7 +195,8 @@ class decoded final {
 
 /// Decodes with Codec, and turns a message Codec refuses (a tombstone included, for a value
 /// codec) into a poison `decoded<Event>` instead of stopping the source. Running out of memory
-/// is not the message's fault: it still stops the source.
+/// and an infrastructure_error (a decoder's lookup that is down) are not the message's fault:
+/// they still stop the source, and the message is read again.
 template <class Event, class Codec = trivial_codec<Event>>
 requires decoder<Codec, Event>
 struct tolerant final {
@@ -204,6 +205,8 @@ struct tolerant final {
       return decoded<Event>(kafka::decode<Event, Codec>(m));
     } catch (const std::bad_alloc&) {
       throw;
+    } catch (const commit_order::infrastructure_error&) {
+      throw;  // the world failed (a lookup the decoder makes), not the message
     } catch (const std::exception& e) {
       return decoded<Event>(poison{message_copy::of(m), e.what()});
     }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,7 +36,8 @@ struct timestamp final {
   friend bool operator==(const timestamp&, const timestamp&) = default;
 };
 
-/// One header of a message. A header may have a name and no value (null), as in Kafka.
+/// One header of a message. A header may have a name and no value (null), as in Kafka. The
+/// name is read as a C string (librdkafka's interface): a name holding a NUL byte ends there.
 struct header final {
   std::string_view name;
   std::optional<bytes_view> value;
@@ -73,13 +75,14 @@ class message final {
                             type == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME};
   }
 
-  /// How many headers the message has (0 when it has none, or they could not be parsed).
-  [[nodiscard]] std::size_t header_count() const noexcept {
+  /// How many headers the message has. Headers librdkafka cannot parse throw
+  /// std::invalid_argument (the message does not decode), never read as none.
+  [[nodiscard]] std::size_t header_count() const {
     const rd_kafka_headers_t* h = headers();
     return h != nullptr ? rd_kafka_header_cnt(h) : 0;
   }
   /// The i-th header, in the order the producer wrote them (i < header_count()).
-  [[nodiscard]] header header_at(std::size_t i) const noexcept {
+  [[nodiscard]] header header_at(std::size_t i) const {
     const char* name = nullptr;
     const void* value = nullptr;
     std::size_t size = 0;
@@ -90,7 +93,7 @@ class message final {
   }
   /// The last header named `name` (Kafka allows several: the last one wins, as in Kafka's own
   /// clients' lastHeader); none when the message has no such header.
-  [[nodiscard]] std::optional<header> last_header(std::string_view name) const noexcept {
+  [[nodiscard]] std::optional<header> last_header(std::string_view name) const {
     for (std::size_t i = header_count(); i-- > 0;)
       if (const header h = header_at(i); h.name == name)
         return h;
@@ -106,11 +109,15 @@ class message final {
       return std::nullopt;
     return bytes_view(static_cast<const std::byte*>(data), size);
   }
-  [[nodiscard]] const rd_kafka_headers_t* headers() const noexcept {
+  [[nodiscard]] const rd_kafka_headers_t* headers() const {
     rd_kafka_headers_t* h = nullptr;
     // librdkafka parses the headers on first use and keeps them with the message.
-    if (rd_kafka_message_headers(m_, &h) != RD_KAFKA_RESP_ERR_NO_ERROR)
-      return nullptr;
+    const rd_kafka_resp_err_t e = rd_kafka_message_headers(m_, &h);
+    if (e == RD_KAFKA_RESP_ERR__NOENT)
+      return nullptr;  // no headers
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+      throw std::invalid_argument(std::string("its headers cannot be read: ") +
+                                  rd_kafka_err2str(e));
     return h;
   }
 

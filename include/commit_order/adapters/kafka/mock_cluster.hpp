@@ -186,7 +186,7 @@ class producer final {
 
   /// Queues `m` for partition `k` as it is, codec aside: its key, its value (none: a
   /// tombstone), its headers (in order; a header with no value is null) and its create time
-  /// (none: the producer's clock).
+  /// (none: the producer's clock; librdkafka takes a create time of 0 for none too).
   void send(partition_id k, const message_copy& m) {
     std::vector<rd_kafka_vu_t> vu(3);
     vu[0].vtype = RD_KAFKA_VTYPE_TOPIC;

@@ -128,10 +128,11 @@ class dead_letters final {
     detail::append_integer(at, o.value());
     const std::optional<std::string> key = hex(Letter::key(e));
     const std::optional<std::string> value = hex(Letter::value(e));
+    const std::string why = text(reason);
     const char* values[] = {options_.stream.c_str(),
                             part.c_str(),
                             at.c_str(),
-                            reason,
+                            why.c_str(),
                             key ? key->c_str() : nullptr,
                             value ? value->c_str() : nullptr};
     db_.ensure();
@@ -153,6 +154,46 @@ class dead_letters final {
   [[nodiscard]] connection& database() noexcept { return db_; }
 
  private:
+  // The reason as valid UTF-8 (a TEXT column refuses anything else, and a reason may quote the
+  // bytes of the message it is about): a byte that does not belong to a well-formed sequence
+  // becomes "\xNN".
+  static std::string text(const char* reason) {
+    const std::string_view in = reason != nullptr ? reason : "";
+    std::string out;
+    out.reserve(in.size());
+    std::size_t i = 0;
+    while (i < in.size()) {
+      const auto c = static_cast<unsigned char>(in[i]);
+      const std::size_t n = c < 0x80           ? 1
+                            : (c >> 5) == 0x6  ? 2
+                            : (c >> 4) == 0xe  ? 3
+                            : (c >> 3) == 0x1e ? 4
+                                               : 0;
+      bool ok = n != 0 && i + n <= in.size();
+      for (std::size_t j = 1; ok && j < n; ++j)
+        ok = (static_cast<unsigned char>(in[i + j]) & 0xc0) == 0x80;
+      if (ok && n > 1) {
+        // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+        std::uint32_t cp = c & (0xffU >> (n + 1));
+        for (std::size_t j = 1; j < n; ++j)
+          cp = (cp << 6) | (static_cast<unsigned char>(in[i + j]) & 0x3fU);
+        static constexpr std::uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+        ok = cp >= least[n] && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
+      }
+      if (ok) {
+        out.append(in.substr(i, n));
+        i += n;
+      } else {
+        static constexpr char digits[] = "0123456789abcdef";
+        out += "\\x";
+        out += digits[c >> 4];
+        out += digits[c & 0xf];
+        ++i;
+      }
+    }
+    return out;
+  }
+
   // bytea's hex input form: "\x" and two hex digits a byte.
   static std::optional<std::string> hex(const std::optional<std::vector<std::byte>>& b) {
     if (!b)

@@ -870,6 +870,13 @@ class consumer_core final : public client_core {
     const bool keep = keep_fingerprints_ && fingerprints_.size() == batch_.size();
     try {
       batch_.push_back(record_type{partition_id{m.partition}, offset{m.offset}, decode_one(m)});
+    } catch (const commit_order::infrastructure_error&) {
+      // The world failed in the decoder (a lookup that is down), not the message: the same
+      // error stops the source, and the message is read again.
+      q->next = m.offset;
+      q->seek_to = m.offset;
+      fail(std::current_exception());
+      return false;
     } catch (const std::exception& e) {
       // The records before it are handed out first; the bad one stops the source when it is
       // next, and is never skipped.
