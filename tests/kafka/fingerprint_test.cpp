@@ -31,12 +31,16 @@ namespace {
 const co::partition_id p0{0};
 const co::partition_id p1{1};
 
-/// The events are the message values as text: any value decodes, an empty or null one too.
+/// The events are the message values as text: any value decodes, an empty one too, and a null
+/// one (a tombstone, which a value codec is never handed) as "(null)".
 struct text_codec final {
-  static std::string decode(std::span<const std::byte> value) {
-    if (value.empty())
+  static std::string decode(const kf::message& m) {
+    const auto value = m.value();
+    if (!value)
+      return "(null)";
+    if (value->empty())
       return {};
-    return std::string(reinterpret_cast<const char*>(value.data()), value.size());
+    return std::string(reinterpret_cast<const char*>(value->data()), value->size());
   }
 };
 

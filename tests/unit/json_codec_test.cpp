@@ -70,6 +70,11 @@ payment decode(const std::string& text) {
   return payment_json::decode(bytes(text));
 }
 
+template <class C>
+concept encodes = requires(const payment& e, std::vector<std::byte>& out) {
+  C::encode(e, out);
+};
+
 }  // namespace
 
 TEST_CASE("json::codec: a value round-trips, fields in their order") {
@@ -195,4 +200,22 @@ TEST_CASE("json::codec: a NUL byte, integers beyond 64 bits and underflow are re
   CHECK(decode(with("rate", "0e5")).rate == 0);
   CHECK(decode(with("rate", "0.000")).rate == 0);
   CHECK(decode(with("rate", "1e-300")).rate == 1e-300);
+}
+
+TEST_CASE("json::codec: an event inside Kafka Connect's envelope, at member<\"payload\">") {
+  using enveloped = json::codec<
+      payment, json::fields<json::field<"id", &payment::id>, json::field<"cents", &payment::cents>>,
+      json::member<"payload">>;
+  payment p;
+  p.id = 5;
+  p.cents = 700;
+  CHECK(enveloped::decode(bytes(R"({"schema":{"type":"struct"},"payload":{"id":5,"cents":700}})"))
+            .cents == 700);
+  CHECK_THROWS_WITH_AS(enveloped::decode(bytes(R"({"id":5,"cents":700})")),
+                       "the JSON value has no object at key \"payload\"", std::invalid_argument);
+  CHECK_THROWS_AS(enveloped::decode(bytes(R"({"payload":null})")), std::invalid_argument);
+  CHECK_THROWS_AS(enveloped::decode(bytes(R"({"payload":{"id":5,"cents":7.5}})")),
+                  std::invalid_argument);
+  static_assert(!encodes<enveloped>, "an envelope's schema is not written: no encode");
+  static_assert(encodes<payment_json>);
 }

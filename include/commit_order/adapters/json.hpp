@@ -327,10 +327,21 @@ struct field_list<fields<field<Names, Members>...>> {
 
 }  // namespace detail
 
-/// Reads and writes Event as one JSON object with `Fields` (a json::fields<...>). Models the
-/// Kafka adapter's codec: `static Event decode(std::span<const std::byte>)` and
-/// `static void encode(const Event&, std::vector<std::byte>&)`.
-template <class Event, class Fields>
+/// Where the event's object is: the whole value (default).
+struct whole final {};
+/// The event's object is the value of top-level key `Name` of the value: the envelope Kafka
+/// Connect's JsonConverter writes with schemas.enable=true is read with member<"payload"> (the
+/// "schema" beside it is not read). A value whose key is missing or not an object is refused.
+template <fixed_string Name>
+struct member final {
+  static constexpr std::string_view name = Name.view();
+};
+
+/// Reads and writes Event as one JSON object with `Fields` (a json::fields<...>), found where
+/// `At` says. Models the Kafka adapter's codec: `static Event decode(std::span<const
+/// std::byte>)` and, for a whole value, `static void encode(const Event&,
+/// std::vector<std::byte>&)`.
+template <class Event, class Fields, class At = whole>
 struct codec final {
   static_assert(detail::field_list<Fields>::count > 0,
                 "commit_order::json: an event needs at least one field");
@@ -350,11 +361,20 @@ struct codec final {
     if (!v.is_object())
       throw std::invalid_argument("the JSON value is " + detail::shown(v) + ", not an object");
     Event e{};
-    detail::field_list<Fields>::read(v, e);
+    if constexpr (std::is_same_v<At, whole>) {
+      detail::field_list<Fields>::read(v, e);
+    } else {
+      const auto it = v.find(At::name);
+      if (it == v.end() || !it->is_object())
+        throw std::invalid_argument("the JSON value has no object at key \"" +
+                                    std::string(At::name) + "\"");
+      detail::field_list<Fields>::read(*it, e);
+    }
     return e;
   }
 
-  static void encode(const Event& e, std::vector<std::byte>& out) {
+  static void encode(const Event& e,
+                     std::vector<std::byte>& out) requires std::is_same_v<At, whole> {
     nlohmann::json object = nlohmann::json::object();
     detail::field_list<Fields>::write(object, e);
     // Fields in their order: nlohmann's object sorts its keys, so the text is built here.
