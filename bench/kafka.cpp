@@ -25,6 +25,10 @@
 //   kafka_bench [--rounds R] --compare           only the interleaved comparison
 //   kafka_bench --verify                         check each pipeline and its twin leave the
 //                                                same state
+//
+// With COMMIT_ORDER_KAFKA_BOOTSTRAP=<host:port> set, the topic is a new one on that broker (a
+// real one: the kafka_broker fixture's, or tools/kafka-broker's jars started by hand), written
+// with acks=all, instead of the mock cluster in this process.
 #include <benchmark/benchmark.h>
 
 #include <time.h>
@@ -32,10 +36,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +49,8 @@
 #include <commit_order/adapters/memory.hpp>
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
+
+#include "lab/kafka.hpp"
 
 namespace {
 
@@ -91,10 +99,24 @@ using sqlite_sink = sq::guarded_upsert_sink<orders_flat>;
 /// The topic, produced once: per_partition order updates in each of its partitions, every
 /// order in one partition.
 struct topic final {
-  kf::mock_cluster cluster;
+  std::optional<kf::mock_cluster> cluster;
+  std::string name = "orders";
+  kf::properties consumer_config;
   topic() {
-    cluster.create_topic("orders", partition_count);
-    kf::producer<order> p(cluster.client_config(), "orders");
+    kf::properties producer_config;
+    if (const char* b = std::getenv("COMMIT_ORDER_KAFKA_BOOTSTRAP"); b != nullptr && *b != '\0') {
+      name = "bench.orders." + std::to_string(::getpid()) + "." +
+             std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+      crash_lab::detail::create_topic(b, name, partition_count);
+      producer_config = {{"bootstrap.servers", b}, {"acks", "all"}, {"linger.ms", "5"}};
+      consumer_config = {{"bootstrap.servers", b}, {"fetch.wait.max.ms", "10"}};
+    } else {
+      cluster.emplace();
+      cluster->create_topic(name, partition_count);
+      producer_config = cluster->client_config();
+      consumer_config = cluster->consumer_config();
+    }
+    kf::producer<order> p(producer_config, name);
     for (std::int64_t j = 0; j < per_partition; ++j) {
       for (int k = 0; k < partition_count; ++k) {
         const std::int64_t id = k * orders_per_partition + 1 + (j * 7919) % orders_per_partition;
@@ -118,7 +140,7 @@ std::string fresh_group() {
 }
 
 kf::consumer_options options(const std::string& group) {
-  kf::consumer_options o{.topic = "orders", .config = shared_topic().cluster.consumer_config()};
+  kf::consumer_options o{.topic = shared_topic().name, .config = shared_topic().consumer_config};
   o.config["group.id"] = group;
   return o;
 }
@@ -304,11 +326,11 @@ class raw_consumer final {
     rd_kafka_topic_partition_list_t* l = rd_kafka_topic_partition_list_new(partition_count);
     for (const auto& [k, start] : starts) {
       std::int64_t lo = 0, hi = 0;
-      if (rd_kafka_query_watermark_offsets(rk_, "orders", k.value(), &lo, &hi, 10000) !=
-              RD_KAFKA_RESP_ERR_NO_ERROR ||
+      if (rd_kafka_query_watermark_offsets(rk_, shared_topic().name.c_str(), k.value(), &lo, &hi,
+                                           10000) != RD_KAFKA_RESP_ERR_NO_ERROR ||
           start < lo || start > hi)
         throw std::runtime_error("cannot start there");
-      rd_kafka_topic_partition_list_add(l, "orders", k.value())->offset = start;
+      rd_kafka_topic_partition_list_add(l, shared_topic().name.c_str(), k.value())->offset = start;
     }
     rd_kafka_assign(rk_, l);
     rd_kafka_topic_partition_list_destroy(l);
@@ -316,7 +338,7 @@ class raw_consumer final {
 
   std::optional<std::int64_t> committed(co::partition_id k) {
     rd_kafka_topic_partition_list_t* l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, "orders", k.value());
+    rd_kafka_topic_partition_list_add(l, shared_topic().name.c_str(), k.value());
     rd_kafka_committed(rk_, l, 10000);
     const std::int64_t o = l->elems[0].offset;
     rd_kafka_topic_partition_list_destroy(l);
@@ -325,7 +347,7 @@ class raw_consumer final {
 
   void commit(co::partition_id k, std::int64_t position) {
     rd_kafka_topic_partition_list_t* l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, "orders", k.value())->offset = position;
+    rd_kafka_topic_partition_list_add(l, shared_topic().name.c_str(), k.value())->offset = position;
     const auto e = rd_kafka_commit_queue(rk_, l, nullptr, nullptr, nullptr);
     rd_kafka_topic_partition_list_destroy(l);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR)

@@ -10,17 +10,18 @@
 #   cmake --build --preset bench --target kafka_bench &&
 #   cmake --preset bench-clang && cmake --build --preset bench-clang &&
 #   cmake --build --preset bench --target postgres_bench &&
-#   bench/performance_report.sh [all|memory|sqlite|kafka|postgres]
+#   bench/performance_report.sh [all|memory|sqlite|kafka|postgres|peer]
 #
-# The PostgreSQL section comes from bench/postgres_report.sh. `memory`, `sqlite`, `kafka` or
+# The PostgreSQL section comes from bench/postgres_report.sh, the peer section from
+# bench/peer/report.sh. `memory`, `sqlite`, `kafka`, `peer` or
 # `postgres` regenerates that section only and keeps the others as the file
 # has them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 what=${1:-all}
-[[ $what =~ ^(all|memory|sqlite|kafka|postgres)$ ]] || {
-  echo "usage: bench/performance_report.sh [all|memory|sqlite|kafka|postgres]" >&2
+[[ $what =~ ^(all|memory|sqlite|kafka|postgres|peer)$ ]] || {
+  echo "usage: bench/performance_report.sh [all|memory|sqlite|kafka|postgres|peer]" >&2
   exit 2
 }
 doc=docs/performance.md
@@ -358,6 +359,31 @@ preset, commit $(git rev-parse --short HEAD), $rounds rounds, load average $load
 DOC
   awk '$1 ~ /\// && NF >= 6 { printf "| `%s` | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 }' \
     "$tmp/kafka.txt"
+
+  # The same comparison on a real broker: the kafka_broker tests' fixture starts one (Kafka 4.4,
+  # one KRaft node, on loopback), and the topic is written there with acks=all.
+  local fixture=${KAFKA_FIXTURE:-build/default/tests/kafka_broker/commit_order_kafka_broker_fixture}
+  local jars=${COMMIT_ORDER_KAFKA_JARS:-${XDG_CACHE_HOME:-$HOME/.cache}/commit_order/kafka-4.4.0}
+  [[ -x $fixture ]] || {
+    echo "performance_report: build the broker fixture first (cmake --build --preset default --target commit_order_kafka_broker_fixture)" >&2
+    exit 1
+  }
+  "$fixture" start "$tmp/broker.info" "$jars" >"$tmp/broker.log" 2>&1
+  COMMIT_ORDER_KAFKA_BOOTSTRAP=$(head -1 "$tmp/broker.info") "$bench" --rounds "$rounds" --compare \
+    >"$tmp/kafka_broker.txt" || { "$fixture" stop "$tmp/broker.info"; exit 1; }
+  "$fixture" stop "$tmp/broker.info" >/dev/null
+  load=$(cut -d' ' -f1-3 /proc/loadavg | sed 's/ /, /g')
+  cat <<DOC
+
+On a real broker (\`COMMIT_ORDER_KAFKA_BOOTSTRAP\`: the \`kafka_broker\` fixture's Kafka 4.4.0,
+one KRaft node on loopback, the topic written with acks=all), the same cases, $rounds rounds,
+load average $load; the fetches and the commits are the broker's, not the mock's:
+
+| case | pipeline ns/record | hand-written ns/record | wall ratio (hand/pipeline) | cpu ratio | target ≥ 0.9 |
+|---|---:|---:|---:|---:|---|
+DOC
+  awk '$1 ~ /\// && NF >= 6 { printf "| `%s` | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 }' \
+    "$tmp/kafka_broker.txt"
 }
 
 if [[ $what == all || $what == memory ]]; then
@@ -380,9 +406,14 @@ if [[ $what == all || $what == postgres ]]; then
 else
   kept_section postgres >"$tmp/postgres.md"
 fi
+if [[ $what == all || $what == peer ]]; then
+  bench/peer/report.sh >"$tmp/peer.md"
+else
+  kept_section peer >"$tmp/peer.md"
+fi
 sed -n '/^<!-- compile-time: begin/,/^<!-- compile-time: end -->/p' "$doc" >"$tmp/compile_time.md" \
   2>/dev/null || true
-for part in memory sqlite kafka postgres; do
+for part in memory sqlite kafka postgres peer; do
   [[ -s $tmp/$part.md ]] || {
     echo "performance_report: $doc has no $part section to keep: run bench/performance_report.sh all" >&2
     exit 1
@@ -405,6 +436,8 @@ Four suites, each against a loop written by hand for the same work, and the comp
   topic, against a librdkafka loop doing the same steps (`bench/kafka.cpp`).
 - [PostgreSQL](#postgresql-rows-per-second-against-a-hand-written-libpq-loop) — rows per second into
   a real server, against a libpq loop that sends the same statements (`bench/postgres_bench.cpp`).
+- [Kafka into PostgreSQL against Kafka Connect](#kafka-into-postgresql-commit_order-against-kafka-connect)
+  — the peer a team would run instead, on a real broker and server (`bench/peer/run`).
 - [Compile time](#compile-time) (`bench/compile_time.sh`).
 
 DOC
@@ -423,6 +456,10 @@ DOC
   echo "<!-- postgres:begin -->"
   cat "$tmp/postgres.md"
   echo "<!-- postgres:end -->"
+  echo
+  echo "<!-- peer:begin -->"
+  cat "$tmp/peer.md"
+  echo "<!-- peer:end -->"
   # The compile-time section belongs to bench/compile_time.sh: it is carried over as it is.
   if [[ -s $tmp/compile_time.md ]]; then
     echo
