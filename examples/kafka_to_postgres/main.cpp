@@ -5,6 +5,7 @@
 // and a member that lost its partitions is fenced by the epoch stored beside the position.
 //
 //   kafka_to_postgres --bootstrap HOST:PORT [--pg CONNINFO] [--events N] [--kills K] [--seed S]
+//                     [--restart-broker COMMAND]
 //   kafka_to_postgres --member BOOTSTRAP TOPIC GROUP CONNINFO        (one member; runs until
 //                                                                    killed)
 //
@@ -12,9 +13,11 @@
 // group, and produces the events in waves; between waves it SIGKILLs a member at random (in the
 // middle of its work) and starts another, and once it stops the PostgreSQL server with
 // `pg_ctl stop -m immediate` and starts it again (its own throwaway server, fsync=on, unless
-// --pg names one; then the server is left alone). Then it waits until the ledger holds every
-// order at its latest event and every partition's stored position is the partition's end, and
-// prints the reconciliation. Exit code 0 only if every order is there once, at its latest
+// --pg names one; then the server is left alone). With --restart-broker, a third of the way in
+// it runs COMMAND, which must kill the broker and start it again (the tests: SIGKILL, then a
+// start from its data), while members and the producer keep going. Then it waits until the ledger
+// holds every order at its latest event and every partition's stored position is the partition's
+// end, and prints the reconciliation. Exit code 0 only if every order is there once, at its latest
 // event, and every position is exactly what was applied.
 #include <signal.h>
 #include <unistd.h>
@@ -22,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -130,6 +134,7 @@ struct options final {
   std::int64_t events = 20000;
   int kills = 6;
   std::uint64_t seed = 1;
+  std::string restart_broker;  ///< a shell command that kills the broker and starts it again
 };
 
 /// What was produced: each order's latest event, and each partition's end.
@@ -246,7 +251,16 @@ int supervise(const options& o) {
       ++member_failures;
   };
   bool server_crashed = false;
+  bool broker_restarted = false;
   for (int w = 0; w < waves; ++w) {
+    if (!o.restart_broker.empty() && !broker_restarted && w == waves / 3) {
+      std::printf("  wave %d: the broker killed and started again (%s)\n", w + 1,
+                  o.restart_broker.c_str());
+      std::fflush(stdout);
+      if (std::system(o.restart_broker.c_str()) != 0)
+        throw std::runtime_error("--restart-broker failed: " + o.restart_broker);
+      broker_restarted = true;
+    }
     produce_wave(out, p, rng, w + 1 == waves ? o.events - per_wave * w : per_wave, orders);
     std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 400));
     if (kills < o.kills) {
@@ -291,9 +305,10 @@ int supervise(const options& o) {
     std::printf("  partition %d: position %lld, end %lld\n", k,
                 static_cast<long long>(r.positions[static_cast<std::size_t>(k)]),
                 static_cast<long long>(p.ends[static_cast<std::size_t>(k)]));
-  std::printf("%d members SIGKILLed, %d exited by themselves, PostgreSQL %s\n", kills,
-              member_failures,
-              server_crashed ? "stopped immediately and restarted once" : "left alone (--pg)");
+  std::printf("%d members SIGKILLed, %d exited by themselves, PostgreSQL %s, the broker %s\n",
+              kills, member_failures,
+              server_crashed ? "stopped immediately and restarted once" : "left alone (--pg)",
+              broker_restarted ? "killed and restarted once" : "left alone");
   if (!r.holds(p) || member_failures != 0) {
     std::printf("FAILED: %s\n", member_failures != 0 ? "a member stopped on an error (its stderr "
                                                        "says which)"
@@ -306,7 +321,7 @@ int supervise(const options& o) {
 
 void usage(std::ostream& os) {
   os << "usage: kafka_to_postgres --bootstrap HOST:PORT [--pg CONNINFO] [--events N] "
-        "[--kills K] [--seed S]\n";
+        "[--kills K] [--seed S] [--restart-broker COMMAND]\n";
 }
 
 }  // namespace
@@ -338,6 +353,8 @@ int main(int argc, char** argv) {
         o.events = std::stoll(value);
       else if (flag == "--kills")
         o.kills = std::stoi(value);
+      else if (flag == "--restart-broker")
+        o.restart_broker = value;
       else if (flag == "--seed")
         o.seed = std::stoull(value);
       else
