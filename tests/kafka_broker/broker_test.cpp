@@ -1448,3 +1448,58 @@ TEST_CASE("JSON into PostgreSQL: poison messages go to a dead-letter table, the 
   CHECK(run_until_end(0) == 0);
   CHECK(pg_integer(c, "SELECT count(*) FROM commit_order_dead_letters") == 5);
 }
+
+TEST_CASE("transactional input with Kafka's offsets as the store: the group's lag ends at 0") {
+  // What lag tools compute: the partition's high watermark minus the group's committed offset.
+  // Under read_committed the last offsets are a commit marker and an aborted transaction's
+  // records with its marker, which no consumer receives; the committed offset must pass them,
+  // or every dashboard shows a lag that never drains.
+  using al_policy = co::AtLeastOnce<>;
+  using al_source = kf::group_source<order_event, al_policy>;
+  // Kafka's offsets are Replicated; rule R9a wants a sink at least as durable (declared here).
+  using table_t = co::memory::table<
+      order_event, co::key<&order_event::order_id>,
+      co::capabilities<co::Idempotent, co::OffsetGuarded, co::PartitionScoped, co::Replicated>>;
+  using al_pipeline = co::pipeline<al_source, table_t, al_policy, co::with_store<kf::offset_store>>;
+  broker b;
+  const std::string topic = unique("txn-lag");
+  const std::string group = unique("lagging");
+  b.create_topic(topic, 2);
+  raw_producer prod(b, topic, unique("txn-producer"));
+  // Per partition: committed at 0..4 (marker 5), aborted at 6..8 (marker 9): end 10.
+  (void)transaction(prod, 5, 1000, true);
+  (void)transaction(prod, 3, 2000, false);
+  for (const co::partition_id k : {p0, p1})
+    b.wait_end(topic, k, 10);
+
+  table_t table;
+  al_source src(b.consumer(topic, group));
+  kf::offset_store store(src);
+  al_pipeline p(src, table, store, co::settings{.batch_size = 16});
+  const std::size_t applied = pump_until(p, "the group's committed offsets at the end", [&] {
+    return store.load(p0) == co::position{10} && store.load(p1) == co::position{10};
+  });
+  CHECK(applied == 10);  // the five committed records of each partition, none aborted
+  for (const co::partition_id k : {p0, p1}) {
+    INFO("partition " << k.value());
+    const std::int64_t high = b.watermarks(topic, k).second;
+    CHECK(high == 10);
+    CHECK(high - store.load(k)->value() == 0);  // the lag a dashboard shows
+    CHECK(p.progress(k).unread() == 0);
+    CHECK(p.progress(k).uncommitted() == 0);
+  }
+  src.close();
+
+  // A restart of the group from those offsets reads nothing again.
+  table_t again;
+  al_source next(b.consumer(topic, group));
+  kf::offset_store next_store(next);
+  al_pipeline q(next, again, next_store, co::settings{.batch_size = 16});
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  std::size_t reread = 0;
+  while (std::chrono::steady_clock::now() < deadline)
+    reread += q.poll_once();
+  CHECK(reread == 0);
+  CHECK(again.size() == 0);
+  next.close();
+}
