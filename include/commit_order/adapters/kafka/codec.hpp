@@ -12,7 +12,7 @@
 // same way, unless the codec says what a delete is (`with_deletes`, a message decoder).
 //
 // Adaptors:
-//   with_deletes<Event, Key, ValueCodec, KeyCodec>   tombstones become kafka::deleted<Key>: the
+//   with_deletes<Event, Key, KeyCodec, ValueCodec>   tombstones become kafka::deleted<Key>: the
 //                                                    event is kafka::change<Event, Key>
 //   tolerant<Event, Codec>                           a message that does not decode becomes a
 //                                                    kafka::decoded<Event> holding the message
@@ -113,6 +113,27 @@ requires decoder<C, Event>
   }
 }
 
+/// An integer in network byte order, as Kafka's Java serializers write it (LongSerializer,
+/// IntegerSerializer, ShortSerializer): exactly sizeof(T) bytes, most significant first.
+template <class T>
+requires std::is_integral_v<T> &&(!std::is_same_v<T, bool>)struct big_endian_codec final {
+  static void encode(T v, std::vector<std::byte>& out) {
+    const auto u = static_cast<std::make_unsigned_t<T>>(v);
+    for (std::size_t i = sizeof(T); i-- > 0;)
+      out.push_back(static_cast<std::byte>((u >> (8 * i)) & 0xffU));
+  }
+  static T decode(std::span<const std::byte> value) {
+    if (value.size() != sizeof(T))
+      throw std::invalid_argument("a value of " + std::to_string(value.size()) +
+                                  " bytes cannot be a big-endian integer of " +
+                                  std::to_string(sizeof(T)) + " bytes (big_endian_codec)");
+    std::make_unsigned_t<T> u = 0;
+    for (const std::byte b : value)
+      u = static_cast<std::make_unsigned_t<T>>((u << 8) | std::to_integer<unsigned>(b));
+    return static_cast<T>(u);
+  }
+};
+
 /// A string's bytes, as they are (a topic of text keys or values).
 struct string_codec final {
   static void encode(const std::string& s, std::vector<std::byte>& out) {
@@ -140,11 +161,13 @@ template <class Event, class Key>
 using change = std::variant<Event, deleted<Key>>;
 
 /// Reads a compacted topic's tombstones as deletes: a message with a value is an Event (decoded
-/// by ValueCodec, from its value or the whole message), a tombstone is `deleted<Key>{key}` with
-/// its key decoded by KeyCodec. A tombstone with a null key deletes nothing anyone can name: it
+/// by ValueCodec, from its value or the whole message; the message key is the ValueCodec's to
+/// read, or not), a tombstone is `deleted<Key>{key}` with its key decoded by KeyCodec. KeyCodec
+/// has no default: the key's bytes are in the producer's format (Java's LongSerializer writes
+/// big-endian: big_endian_codec<std::int64_t>; a string key: string_codec), and a wrong guess
+/// would delete another key. A tombstone with a null key deletes nothing anyone can name: it
 /// stops the source (undecodable_message), never skipped.
-template <class Event, class Key, class ValueCodec = trivial_codec<Event>,
-          class KeyCodec = trivial_codec<Key>>
+template <class Event, class Key, class KeyCodec, class ValueCodec = trivial_codec<Event>>
 requires decoder<ValueCodec, Event> && value_decoder<KeyCodec, Key>
 struct with_deletes final {
   static change<Event, Key> decode(const message& m) {
