@@ -115,8 +115,8 @@ requires decoder<C, Event>
 
 /// An integer in network byte order, as Kafka's Java serializers write it (LongSerializer,
 /// IntegerSerializer, ShortSerializer): exactly sizeof(T) bytes, most significant first.
-template <class T>
-requires std::is_integral_v<T> &&(!std::is_same_v<T, bool>)struct big_endian_codec final {
+template <std::integral T>
+struct big_endian_codec final {
   static void encode(T v, std::vector<std::byte>& out) {
     const auto u = static_cast<std::make_unsigned_t<T>>(v);
     for (std::size_t i = sizeof(T); i-- > 0;)
