@@ -1245,17 +1245,21 @@ TEST_CASE(
   src.close();
 }
 
+namespace {
+// AtLeastOnce with the positions in Kafka's committed offsets (kafka::offset_store). Kafka's
+// offsets are Replicated; rule R9a wants a sink at least as durable (declared here).
+using al_policy = co::AtLeastOnce<>;
+using al_source = kf::group_source<order_event, al_policy>;
+using table_t = co::memory::table<
+    order_event, co::key<&order_event::order_id>,
+    co::capabilities<co::Idempotent, co::OffsetGuarded, co::PartitionScoped, co::Replicated>>;
+using al_pipeline = co::pipeline<al_source, table_t, al_policy, co::with_store<kf::offset_store>>;
+}  // namespace
+
 TEST_CASE("Kafka's committed offsets go with a deleted topic: its successor is read from 0") {
   // AtLeastOnce with the positions in Kafka (kafka::offset_store) has no fingerprint to
   // compare: what protects it from a recreated topic is that the group coordinator deletes a
   // deleted topic's committed offsets. Checked here, because docs/adapters.md relies on it.
-  using al_policy = co::AtLeastOnce<>;
-  using al_source = kf::group_source<order_event, al_policy>;
-  // Kafka's offsets are Replicated; rule R9a wants a sink at least as durable (declared here).
-  using table_t = co::memory::table<
-      order_event, co::key<&order_event::order_id>,
-      co::capabilities<co::Idempotent, co::OffsetGuarded, co::PartitionScoped, co::Replicated>>;
-  using al_pipeline = co::pipeline<al_source, table_t, al_policy, co::with_store<kf::offset_store>>;
   broker b;
   const std::string topic = unique("recreated-offsets");
   const std::string group = unique("readers");
@@ -1454,13 +1458,6 @@ TEST_CASE("transactional input with Kafka's offsets as the store: the group's la
   // Under read_committed the last offsets are a commit marker and an aborted transaction's
   // records with its marker, which no consumer receives; the committed offset must pass them,
   // or every dashboard shows a lag that never drains.
-  using al_policy = co::AtLeastOnce<>;
-  using al_source = kf::group_source<order_event, al_policy>;
-  // Kafka's offsets are Replicated; rule R9a wants a sink at least as durable (declared here).
-  using table_t = co::memory::table<
-      order_event, co::key<&order_event::order_id>,
-      co::capabilities<co::Idempotent, co::OffsetGuarded, co::PartitionScoped, co::Replicated>>;
-  using al_pipeline = co::pipeline<al_source, table_t, al_policy, co::with_store<kf::offset_store>>;
   broker b;
   const std::string topic = unique("txn-lag");
   const std::string group = unique("lagging");

@@ -71,13 +71,9 @@ constexpr bool supported = plain_supported<T>;
 template <class T>
 constexpr bool supported<std::optional<T>> = plain_supported<T>;
 
+/// The class and the type of a member pointer (the SQL adapters' table descriptions use it too).
 template <class M>
-struct member_of;
-template <class C, class T>
-struct member_of<T C::*> {
-  using owner = C;
-  using type = T;
-};
+using member_of = adapters::detail::member_pointer_traits<M>;
 
 }  // namespace detail
 
@@ -85,7 +81,7 @@ struct member_of<T C::*> {
 template <fixed_string Name, auto Member>
 struct field final {
   using owner = typename detail::member_of<decltype(Member)>::owner;
-  using value_type = typename detail::member_of<decltype(Member)>::type;
+  using value_type = typename detail::member_of<decltype(Member)>::value;
   static constexpr std::string_view name = Name.view();
   static constexpr auto member = Member;
 };
@@ -305,7 +301,7 @@ struct field_list<fields<field<Names, Members>...>> {
   static constexpr bool all_of =
       (std::is_same_v<typename member_of<decltype(Members)>::owner, Event> && ...);
   static constexpr bool supported =
-      (detail::supported<typename member_of<decltype(Members)>::type> && ...);
+      (detail::supported<typename member_of<decltype(Members)>::value> && ...);
   static constexpr bool names_distinct = [] {
     constexpr std::array<std::string_view, sizeof...(Names)> names{Names.view()...};
     for (std::size_t i = 0; i < names.size(); ++i)
