@@ -22,7 +22,6 @@
 
 #include "commit_order/detail/async_writes.hpp"
 #include "commit_order/detail/pipeline_impl.hpp"
-#include "commit_order/detail/position_access.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/observer.hpp"
 #include "commit_order/offset.hpp"
@@ -37,7 +36,6 @@ class async_path final {
   using Transform = typename Config::transform_type;
   using Handling = typename Config::error_handling_type;
   using Event = typename traits::event_type;
-  static constexpr bool partitioned = traits::partitioned;
   static constexpr bool tracked_commit = traits::tracked_commit;
 
   // An executor that can run its queued tasks on request (the testing kit's manual executor)
@@ -70,8 +68,8 @@ class async_path final {
 
   /// Hands the write of one record to the executor, after waiting for room (back-pressure: the
   /// poll waits for the workers).
-  template <class Sink, class E>
-  void hand_out(Sink* sink, std::size_t max_in_flight, backoff waits, partition_id k, offset o,
+  template <class SinkPart, class E>
+  void hand_out(SinkPart sink, std::size_t max_in_flight, backoff waits, partition_id k, offset o,
                 const E& event) {
     wait_below(max_in_flight);
     // The ticket registers the record; if the task never runs (the executor drops it, or
@@ -84,7 +82,7 @@ class async_path final {
       [[maybe_unused]] std::size_t world_tries = 0;
       for (std::size_t attempt = 0;;) {
         try {
-          sink_apply<partitioned>(*sink, ticket->partition, ticket->at, Transform{}(ticket->event));
+          sink.apply(ticket->partition, ticket->at, Transform{}(ticket->event));
           error = nullptr;
           break;
         } catch (const infrastructure_error& x) {
@@ -121,7 +119,7 @@ class async_path final {
   void commit_completed(Loop& loop, Entry& e) {
     const std::optional<position> done = state_->committable(e.id);
     if (done && e.committed < *done) {
-      store_commit<partitioned>(*loop.store_, e.id, *done);
+      loop.store_->commit(e.id, *done);
       e.committed = *done;
       loop.notify_unit_committed(*done);
     }
@@ -130,17 +128,8 @@ class async_path final {
   /// Out-of-order completion: cover what has completed, never what is still running.
   template <class Loop>
   void commit_all_completed(Loop& loop) {
-    if constexpr (partitioned) {
-      for (auto& e : loop.parts_)
-        commit_completed(loop, e);
-    } else {
-      const std::optional<position> done = state_->committable(partition_id{0});
-      if (done && loop.committed_ < *done) {
-        store_commit<partitioned>(*loop.store_, partition_id{0}, *done);
-        loop.committed_ = *done;
-        loop.notify_unit_committed(*done);
-      }
-    }
+    for (auto& e : loop.parts_.all())
+      commit_completed(loop, e);
   }
 
   /// Failed records reported by workers: dead-lettered here (the position may then pass them),

@@ -17,26 +17,6 @@
 
 namespace commit_order::detail {
 
-template <class Config>
-inline position pipeline_impl<Config>::source_end(partition_id k) const {
-  if constexpr (partitioned) {
-    return source_->end(k);
-  } else {
-    (void)k;
-    return source_->end();
-  }
-}
-
-template <class Config>
-inline position pipeline_impl<Config>::source_earliest(partition_id k) const {
-  if constexpr (partitioned) {
-    return source_->earliest(k);
-  } else {
-    (void)k;
-    return source_->earliest();
-  }
-}
-
 // Loads (and, on a fencing sink, claims) the positions of `owned`, in ascending partition
 // order and, where the position lives in the sink, in one transaction; checks each against
 // what the source retains; records them; returns where each starts. `generation` is the
@@ -69,10 +49,10 @@ inline std::vector<start_at> pipeline_impl<Config>::claim_and_check(
         if constexpr (fencing) {
           const std::optional<epoch> wanted = group_epoch ? group_epoch : settings_.owner_epoch;
           if (wanted) {
-            stored = sink_claim<partitioned>(*sink_, k, *wanted);
+            stored = sink_->claim(k, *wanted);
             owners[i] = *wanted;
           } else {
-            const claimed c = sink_claim_next<partitioned>(*sink_, k);
+            const claimed c = sink_->claim_next(k);
             stored = c.stored;
             owners[i] = c.owner;
           }
@@ -84,7 +64,7 @@ inline std::vector<start_at> pipeline_impl<Config>::claim_and_check(
               check_not_reused(*stored, sink_->claimed_fingerprint());
           }
         } else {
-          stored = sink_load<partitioned>(*sink_, k);
+          stored = sink_->load_position(k);
         }
         position earliest{};
         const position start = checked_start(k, stored, &earliest);
@@ -93,11 +73,11 @@ inline std::vector<start_at> pipeline_impl<Config>::claim_and_check(
           if (!(earliest < start))
             after[i].reset();
         }
-        if constexpr (has_watermark<partitioned, Sink> && facts.write_with_position) {
+        if constexpr (SinkPart::has_watermark && facts.write_with_position) {
           // Rows and position commit together, so no row can be newer than the position. (An
           // order that writes outside the transaction legitimately leaves newer rows behind a
           // crash: it replays them, and this check does not apply.)
-          const std::optional<offset> watermark = sink_watermark<partitioned>(*sink_, k);
+          const std::optional<offset> watermark = sink_->applied_watermark(k);
           if (watermark && !(stored && stored->covers(*watermark)))
             throw invariant_violation(stored.value_or(position{0}), *watermark);
         }
@@ -111,7 +91,7 @@ inline std::vector<start_at> pipeline_impl<Config>::claim_and_check(
   } else {
     for (std::size_t i = 0; i < owned.size(); ++i) {
       const partition_id k = owned[i];
-      const std::optional<position> stored = store_load<partitioned>(*store_, k);
+      const std::optional<position> stored = store_->load(k);
       position earliest{};
       const position start = checked_start(k, stored, &earliest);
       if constexpr (checks_store_start) {
@@ -134,10 +114,7 @@ inline std::vector<start_at> pipeline_impl<Config>::claim_and_check(
     for (std::size_t i = 0; i < starts.size(); ++i) {
       if (!after[i] || starts[i].at.value() == 0)
         continue;
-      if constexpr (partitioned)
-        source_->expect_before(starts[i].partition, starts[i].at, *after[i]);
-      else
-        source_->expect_before(starts[i].at, *after[i]);
+      source_->expect_before(starts[i].partition, starts[i].at, *after[i]);
     }
   }
   return starts;
@@ -148,10 +125,10 @@ inline std::vector<start_at> pipeline_impl<Config>::claim_and_check(
 template <class Config>
 inline position pipeline_impl<Config>::checked_start(partition_id k, std::optional<position> stored,
                                                      position* earliest_out) const {
-  const position earliest = source_earliest(k);
+  const position earliest = source_->earliest(k);
   if (earliest_out != nullptr)
     *earliest_out = earliest;
-  const position end = source_end(k);
+  const position end = source_->end(k);
   const position start = stored.value_or(settings_.initial_position.value_or(earliest));
   // Reading on from `earliest` instead would silently skip everything in between.
   if (start < earliest)
@@ -165,7 +142,7 @@ inline position pipeline_impl<Config>::checked_start(partition_id k, std::option
 template <class Config>
 inline void pipeline_impl<Config>::check_not_reused(position stored,
                                                     std::optional<std::uint64_t> expected) {
-  if (!expected || stored.value() == 0 || stored <= source_earliest(partition_id{0}))
+  if (!expected || stored.value() == 0 || stored <= source_->earliest(partition_id{0}))
     return;  // nothing to compare with: no fingerprint, or the record is not retained
   const offset before{stored.value() - 1};
   const std::optional<std::uint64_t> found = source_->fingerprint_at(before);
@@ -176,15 +153,9 @@ inline void pipeline_impl<Config>::check_not_reused(position stored,
 // The partition now starts at `s` and belongs to this consumer at `owner`.
 template <class Config>
 inline void pipeline_impl<Config>::take(const start_at& s, std::optional<epoch> owner) {
-  if constexpr (partitioned) {
-    partition_entry& e = entry(s.partition);
-    e.read = e.committed = s.at;
-    e.owner = owner;
-  } else {
-    read_ = committed_ = s.at;
-    if constexpr (fencing)
-      owner_ = owner;
-  }
+  partition_entry& e = parts_.entry(s.partition);
+  e.read = e.committed = s.at;
+  e.owner = owner;
   if constexpr (async)
     async_.reset(s.partition, s.at);
 }
@@ -195,19 +166,13 @@ inline void pipeline_impl<Config>::take(const start_at& s, std::optional<epoch> 
 // Left on the marker, progress would count offsets as records still to read, forever.
 template <class Config>
 inline void pipeline_impl<Config>::settle_gaps() {
-  if constexpr (settles_gaps && partitioned) {
-    for (std::size_t i = 0; i < parts_.size(); ++i) {
-      partition_entry& e = parts_[i];
+  if constexpr (settles_gaps) {
+    for (partition_entry& e : parts_.all()) {
       if (!idle(e.read, e.committed, e.gap))
         continue;
       if (const std::optional<gap> g = source_->gap_after(e.id, e.read))
         move_over(e.id, e.read, e.committed, e.gap, *g);
     }
-  } else if constexpr (settles_gaps) {
-    if (!idle(read_, committed_, gap_))
-      return;
-    if (const std::optional<gap> g = source_->gap_after(read_))
-      move_over(partition_id{0}, read_, committed_, gap_, *g);
   }
 }
 
@@ -236,9 +201,9 @@ inline void pipeline_impl<Config>::move_over(partition_id k, position& read, pos
       tx_open_ = true;
       try {
         if constexpr (fencing)
-          sink_store<partitioned>(*sink_, k, g.end, owner_for(k));
+          sink_->store_position(k, g.end, owner_of(k));
         else
-          sink_store<partitioned>(*sink_, k, g.end);
+          sink_->store_position(k, g.end);
         sink_->commit();
         tx_open_ = false;
       } catch (...) {
@@ -252,7 +217,7 @@ inline void pipeline_impl<Config>::move_over(partition_id k, position& read, pos
           const start_at s{k, g.end};
           store_->commit(std::span<const start_at>(&s, 1));
         } else {
-          store_commit<partitioned>(*store_, k, g.end);
+          store_->commit(k, g.end);
         }
       } catch (const std::exception& e) {
         if (!interruptible || dynamic_cast<const commit_interrupted*>(&e) == nullptr)
@@ -267,15 +232,6 @@ inline void pipeline_impl<Config>::move_over(partition_id k, position& read, pos
   if constexpr (durable_gap_moves)
     committed = g.end;
   read = g.end;
-}
-
-// The epoch partition k was claimed at (fencing).
-template <class Config>
-inline epoch pipeline_impl<Config>::owner_for(partition_id k) const {
-  if constexpr (partitioned)
-    return owner_of(k);
-  else
-    return *owner_;
 }
 
 template <class Config>
@@ -296,7 +252,7 @@ inline void pipeline_impl<Config>::on_revoked(std::span<const partition_id> part
     settle_failures();
   }
   for (const partition_id k : partitions) {
-    partition_entry* e = find(k);
+    partition_entry* e = parts_.find(k);
     if (e == nullptr)
       continue;
     if constexpr (tracked_commit) {
@@ -306,7 +262,7 @@ inline void pipeline_impl<Config>::on_revoked(std::span<const partition_id> part
       // position, and an orderly hand-over makes it durable (as Kafka's commit on revoke).
       if constexpr (auto_commit) {
         if (e->committed < e->read) {
-          store_commit<partitioned>(*store_, k, e->read);
+          store_->commit(k, e->read);
           e->committed = e->read;
         }
       }
@@ -326,64 +282,14 @@ inline void pipeline_impl<Config>::on_lost(std::span<const partition_id> partiti
 
 template <class Config>
 inline void pipeline_impl<Config>::forget(partition_id k) {
-  std::erase_if(parts_, [k](const partition_entry& e) { return e.id == k; });
+  parts_.forget(k);
   if constexpr (async)
     async_.forget(k);
 }
 
 template <class Config>
-inline auto pipeline_impl<Config>::find(partition_id k) const noexcept -> const partition_entry* {
-  for (const partition_entry& e : parts_)
-    if (e.id == k)
-      return &e;
-  return nullptr;
-}
-
-template <class Config>
-inline auto pipeline_impl<Config>::find(partition_id k) noexcept -> partition_entry* {
-  for (partition_entry& e : parts_)
-    if (e.id == k)
-      return &e;
-  return nullptr;
-}
-
-template <class Config>
-inline auto pipeline_impl<Config>::entry(partition_id k) -> partition_entry& {
-  if (partition_entry* e = find(k))
-    return *e;
-  const auto at = std::ranges::lower_bound(parts_, k, {}, &partition_entry::id);
-  return *parts_.insert(at, partition_entry{k, {}, {}, {}});
-}
-
-template <class Config>
-template <class It>
-inline void pipeline_impl<Config>::note_read(It first, It last) {
-  for (It it = first; it != last; ++it)
-    entry(partition_of(*it)).read = position::after(offset_of(*it));
-}
-
-// The position each partition a unit touched moves to, in ascending partition order: the
-// position step stores them in that order (the same lock order in every consumer).
-template <class Config>
-template <class It>
-inline void pipeline_impl<Config>::mark_unit(It first, It last) {
-  unit_ends_.clear();
-  for (It it = first; it != last; ++it) {
-    const partition_id k = partition_of(*it);
-    const position next = position::after(offset_of(*it));
-    auto found = std::ranges::find(unit_ends_, k, &start_at::partition);
-    if (found == unit_ends_.end()) {
-      unit_ends_.push_back(start_at{k, next});
-    } else {
-      found->at = next;
-    }
-  }
-  std::ranges::sort(unit_ends_, {}, &start_at::partition);
-}
-
-template <class Config>
 inline epoch pipeline_impl<Config>::owner_of(partition_id k) const {
-  const partition_entry* e = find(k);
+  const partition_entry* e = parts_.find(k);
   // A partition this consumer no longer owns (lost in the middle of a unit) has no epoch: the
   // sink refuses epoch -1 like any stale one, and the unit rolls back.
   return e != nullptr && e->owner ? *e->owner : epoch{-1};

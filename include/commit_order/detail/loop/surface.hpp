@@ -22,8 +22,8 @@
 
 #include "commit_order/concepts.hpp"
 #include "commit_order/detail/iterator.hpp"
+#include "commit_order/detail/loop/partition_table.hpp"
 #include "commit_order/detail/loop/traits.hpp"
-#include "commit_order/detail/position_access.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"
 #include "commit_order/observer.hpp"
@@ -71,6 +71,10 @@ class pipeline_impl {
   using Handling = typename Config::error_handling_type;
   using time_point = typename Clock::time_point;
   using Executor = executor_type;
+  // The parts as the loop sees them: per partition (loop/parts.hpp).
+  using SourcePart = source_part_t<Source>;
+  using SinkPart = sink_part<traits::partitioned, Sink>;
+  using StorePart = store_part<traits::partitioned, Store>;
   using Event = typename traits::event_type;
 
   static constexpr step_order_facts facts = traits::facts;
@@ -123,7 +127,7 @@ class pipeline_impl {
     position to;
   };
 
-  /// What the loop keeps per partition of a partitioned source.
+  /// What the loop keeps per partition it owns.
   struct partition_entry {
     partition_id id;
     position read;
@@ -185,7 +189,7 @@ class pipeline_impl {
       // trusted (a failed poll may have left it half done), the source re-delivers it.
       parts_.clear();
       source_->listen(listener_);
-    } else if constexpr (partitioned) {
+    } else {
       std::vector<partition_id> owned;
       for (const auto& k : source_->assignment())
         owned.push_back(partition_id(k));
@@ -196,11 +200,6 @@ class pipeline_impl {
         source_->seek(s.partition, s.at);
       if (!starts.empty())
         first_start = starts.front().at;
-    } else {
-      const partition_id only{0};
-      const auto starts = claim_and_check(std::span(&only, 1), std::nullopt);
-      first_start = starts.front().at;
-      source_->seek(first_start);
     }
     if constexpr (auto_commit)
       last_auto_commit_ = Clock::now();
@@ -229,13 +228,8 @@ class pipeline_impl {
       const auto last = first + static_cast<std::ptrdiff_t>(n);
       // The batch's end is read through `last`, which the write loop needs anyway (indexing
       // `first` would be a second address computation).
-      position batch_end;
-      if constexpr (partitioned) {
-        note_read(first, last);
-        batch_end = position::after(offset_of(*(last - 1)));
-      } else {
-        read_ = batch_end = position::after(offset_of(*(last - 1)));
-      }
+      parts_.note_read(first, last);
+      const position batch_end = position::after(offset_of(*(last - 1)));
       notify<events::polled>(n, batch_end);
       tick();
       if constexpr (interruptible) {
@@ -270,33 +264,23 @@ class pipeline_impl {
   /// Where the next poll of partition `k` reads (the only partition, 0, of a single-partition
   /// source).
   [[nodiscard]] position read_position(partition_id k = partition_id{0}) const noexcept {
-    if constexpr (partitioned) {
-      const partition_entry* e = find(k);
-      return e != nullptr ? e->read : position{};
-    } else {
-      (void)k;
-      return read_;
-    }
+    const partition_entry* e = parts_.find(k);
+    return e != nullptr ? e->read : position{};
   }
   /// The last position of partition `k` made durable (in the store, or in the sink's
   /// transaction).
   [[nodiscard]] position committed_position(partition_id k = partition_id{0}) const noexcept {
-    if constexpr (partitioned) {
-      const partition_entry* e = find(k);
-      return e != nullptr ? e->committed : position{};
-    } else {
-      (void)k;
-      return committed_;
-    }
+    const partition_entry* e = parts_.find(k);
+    return e != nullptr ? e->committed : position{};
   }
 
   /// Partition `k`'s read and committed positions, the sink's applied watermark for it and the
   /// source's end.
   [[nodiscard]] commit_order::progress progress(partition_id k = partition_id{0}) const {
-    commit_order::progress p{read_position(k), committed_position(k), std::nullopt, source_end(k),
+    commit_order::progress p{read_position(k), committed_position(k), std::nullopt, source_->end(k),
                              k};
-    if constexpr (has_watermark<partitioned, Sink>) {
-      p.applied_watermark = sink_watermark<partitioned>(*sink_, k);
+    if constexpr (SinkPart::has_watermark) {
+      p.applied_watermark = sink_->applied_watermark(k);
       p.reports_watermark = true;
       if constexpr (!facts.may_lose()) {
         // A position made durable only after the write vouches for everything before it,
@@ -309,12 +293,8 @@ class pipeline_impl {
     }
     if constexpr (settles_gaps) {
       moved_gap g{};
-      if constexpr (partitioned) {
-        if (const partition_entry* e = find(k))
-          g = e->gap;
-      } else {
-        g = gap_;
-      }
+      if (const partition_entry* e = parts_.find(k))
+        g = e->gap;
       if (g.to == p.read && g.from < g.to)
         p.records_end = g.from;
     }
@@ -324,12 +304,8 @@ class pipeline_impl {
   /// The progress of every partition this consumer owns, in ascending partition order.
   [[nodiscard]] std::vector<commit_order::progress> partitions() const {
     std::vector<commit_order::progress> all;
-    if constexpr (partitioned) {
-      for (const partition_entry& e : parts_)
-        all.push_back(progress(e.id));
-    } else {
-      all.push_back(progress());
-    }
+    for (const partition_entry& e : parts_.all())
+      all.push_back(progress(e.id));
     return all;
   }
 
@@ -351,8 +327,6 @@ class pipeline_impl {
   // ---- partitions (loop/partitions.hpp) -----------------------------------------------------
   // Where each partition starts: loaded or claimed, checked against what the source retains.
 
-  position source_end(partition_id k) const;
-  position source_earliest(partition_id k) const;
   std::vector<start_at> claim_and_check(std::span<const partition_id> owned,
                                         std::optional<std::int32_t> generation);
   position checked_start(partition_id k, std::optional<position> stored,
@@ -387,15 +361,7 @@ class pipeline_impl {
   void forget(partition_id k);
 
   // What the loop keeps per partition.
-  const partition_entry* find(partition_id k) const noexcept;
-  partition_entry* find(partition_id k) noexcept;
-  partition_entry& entry(partition_id k);
   epoch owner_of(partition_id k) const;
-  epoch owner_for(partition_id k) const;
-  template <class It>
-  void note_read(It first, It last);
-  template <class It>
-  void mark_unit(It first, It last);
 
   // ---- a unit of work (loop/unit.hpp) --------------------------------------------------------
   // A batch split into units; a unit's steps in the policy's order; the failure protocol.
@@ -416,6 +382,8 @@ class pipeline_impl {
   COMMIT_ORDER_INLINE void run_step(It first, It last, position unit_end, std::size_t unit_index);
   template <class It>
   COMMIT_ORDER_INLINE void commit_unit(It first, It last, position unit_end);
+  template <class It, class Ends>
+  COMMIT_ORDER_INLINE void commit_positions(It first, It last, const Ends& ends);
   template <class It>
   std::optional<std::uint64_t> fingerprint_before(It first, It last, partition_id k, position p);
   COMMIT_ORDER_INLINE void tick();
@@ -469,15 +437,15 @@ class pipeline_impl {
   template <step_kind Step, std::size_t Index, class It>
   COMMIT_ORDER_INLINE void write_rows(It first, It last, position unit_end, std::size_t unit_index);
   template <class It>
-  COMMIT_ORDER_INLINE static void write_row(Sink& sink, It it);
+  COMMIT_ORDER_INLINE static void write_row(SinkPart sink, It it);
   template <class It>
-  [[gnu::noinline, gnu::flatten]] static void write_rows_apart(Sink& sink, It it, const It last,
+  [[gnu::noinline, gnu::flatten]] static void write_rows_apart(SinkPart sink, It it, const It last,
                                                                It& at);
   // Non-transactional retry and dead-lettering act on the one record, in place.
   template <class E>
   COMMIT_ORDER_INLINE void write_handled(record_ref r, const E& event);
   template <class E>
-  COMMIT_ORDER_INLINE void apply_one(Sink& sink, partition_id k, offset o, const E& event);
+  COMMIT_ORDER_INLINE void apply_one(SinkPart sink, partition_id k, offset o, const E& event);
 
   // ---- writes handed to an executor (detail/async_path.hpp) ---------------------------------
 
@@ -506,12 +474,12 @@ class pipeline_impl {
 
   // ---- state -------------------------------------------------------------------------------
 
-  Source* source_ = nullptr;
-  Sink* sink_ = nullptr;
+  SourcePart source_{};
+  SinkPart sink_{};
   /// A write outside a transaction spent its retry_world tries in place.
   [[no_unique_address]] std::conditional_t<traits::world_retries != 0, bool, nothing>
       world_spent_{};
-  [[no_unique_address]] std::conditional_t<has_store, Store*, nothing> store_{};
+  [[no_unique_address]] std::conditional_t<has_store, StorePart, nothing> store_{};
   [[no_unique_address]] std::conditional_t<has_dead_letters, DeadLetters*, nothing> dead_letters_{};
   [[no_unique_address]] std::conditional_t<async, async_path<Config>, nothing> async_{};
   settings settings_{};
@@ -526,18 +494,9 @@ class pipeline_impl {
   [[no_unique_address]] std::conditional_t<traits::unit_dead_letters, std::vector<record_ref>,
                                            nothing>
       skipped_{};
-  // A single-partition source: its one partition's positions and claimed epoch.
-  position read_{};
-  position committed_{};
-  [[no_unique_address]] std::conditional_t<settles_gaps && !partitioned, moved_gap, nothing> gap_{};
-  [[no_unique_address]] std::conditional_t<fencing && !partitioned, std::optional<epoch>, nothing>
-      owner_{};
-  // A partitioned source: the partitions it owns now, and the positions the unit being
-  // processed moves them to.
-  [[no_unique_address]] std::conditional_t<partitioned, std::vector<partition_entry>, nothing>
-      parts_{};
-  [[no_unique_address]] std::conditional_t<partitioned, std::vector<start_at>, nothing>
-      unit_ends_{};
+  // The partitions this consumer owns (one, 0, always, for a single-partition source) and the
+  // positions the unit being run moves them to (loop/partition_table.hpp).
+  partition_table<partition_entry, !partitioned> parts_{};
   [[no_unique_address]] std::conditional_t<group, listener, nothing> listener_{};
   std::optional<record_ref> failed_{};
   std::size_t unit_size_ = 0;  // the records of the unit being processed (see process_unit)
@@ -583,9 +542,9 @@ template <class Config>
 template <class S, class K, class... Extras>
 inline void pipeline_impl<Config>::bind_all(S&& source, K&& sink, Extras&&... extras) {
   if constexpr (std::is_same_v<S, Source&>)
-    source_ = &source;
+    source_ = SourcePart(source);
   if constexpr (std::is_same_v<K, Sink&>)
-    sink_ = &sink;
+    sink_ = SinkPart(sink);
   (bind(std::forward<Extras>(extras)), ...);
 }
 
@@ -615,7 +574,7 @@ inline void pipeline_impl<Config>::bind(X&& x) {
   if constexpr (std::is_same_v<T, settings>) {
     settings_ = x;
   } else if constexpr (has_store && std::is_same_v<X, Store&>) {
-    store_ = &x;
+    store_ = StorePart(x);
   } else if constexpr (has_dead_letters && std::is_same_v<X, DeadLetters&>) {
     dead_letters_ = &x;
   } else if constexpr (async && std::is_same_v<X, Executor&>) {

@@ -13,7 +13,7 @@
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
 #include "commit_order/detail/chrono.hpp"
-#include "commit_order/detail/position_access.hpp"
+#include "commit_order/detail/loop/parts.hpp"
 #include "commit_order/options.hpp"
 #include "commit_order/policy.hpp"
 #include "commit_order/record.hpp"
@@ -80,7 +80,8 @@ struct loop_traits final {
   static constexpr bool partitioned = partitioned_source<source_type>;
   /// Partitions arrive and leave through an assignment listener.
   static constexpr bool group = group_managed_source<source_type>;
-  static constexpr bool fencing = facts.position_in_sink && fences<partitioned, sink_type>;
+  static constexpr bool fencing =
+      facts.position_in_sink && sink_part<partitioned, sink_type>::fences;
   /// The position is stored with the fingerprint of the record it follows, and recovery checks
   /// that record is still the one at its offset (a source that reused offsets is caught).
   static constexpr bool checks_offsets = !partitioned && !async && facts.uses_position_store &&

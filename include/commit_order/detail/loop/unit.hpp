@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// commit_order/detail/loop/unit.hpp — a unit of work: its steps and the failure protocol (private).
+// commit_order/detail/loop/unit.hpp — a unit of work: its steps, the failure protocol (private).
 //
 // A polled batch becomes units (split by a transaction-size limit); a unit runs the policy's
 // steps in order (run_step); a failure is classified as the record's or the world's, retried,
@@ -92,8 +92,7 @@ template <class Config>
 template <class It>
 inline void pipeline_impl<Config>::process_unit(It first, It last, std::size_t count,
                                                 position unit_end) {
-  if constexpr (partitioned)
-    mark_unit(first, last);
+  parts_.mark_unit(first, last);
   // Only fault points need to number units; otherwise the counter does not exist.
   std::size_t unit_index = 0;
   if constexpr (faults_enabled)
@@ -194,19 +193,22 @@ inline void pipeline_impl<Config>::give_up(It first, It last, record_ref bad,
   if constexpr (prefix_commit) {
     // The records before `bad` are durable: cover them, so a restart resumes at `bad`. Never
     // past it: the partial batch must not be committed over the gap.
-    if constexpr (partitioned) {
-      It prefix_end = first;
-      while (prefix_end != last && !(ref_of(*prefix_end) == bad))
-        ++prefix_end;
-      mark_unit(first, prefix_end);
+    It prefix_end = first;
+    while (prefix_end != last && !(ref_of(*prefix_end) == bad))
+      ++prefix_end;
+    if (prefix_end != first) {
+      parts_.mark_unit(first, prefix_end);
       // A partition with no record before the failed one keeps its durable position: what
       // lies between it and the failed record holds no record (offsets a gap or compaction
       // left), and a position moved there would be stored without the fingerprint of the
       // record it follows, which a restart checks.
-      std::erase_if(unit_ends_,
-                    [&](const start_at& s) { return !(entry(s.partition).committed < s.at); });
+      std::vector<start_at> covered;
+      for (const start_at& s : parts_.unit_ends(position::after(offset_of(*(prefix_end - 1)))))
+        if (parts_.entry(s.partition).committed < s.at)
+          covered.push_back(s);
       try {
-        commit_unit(first, prefix_end, position{});
+        if (!covered.empty())
+          commit_positions(first, prefix_end, std::span<const start_at>(covered));
       } catch (const std::exception& x) {
         // The prefix need not be covered: refused while the group rebalances, it is read
         // again and absorbed. The record's failure is what this unit reports.
@@ -214,25 +216,6 @@ inline void pipeline_impl<Config>::give_up(It first, It last, record_ref bad,
           throw;
         if constexpr (interruptible)
           ++refused_commits_;
-      }
-    } else {
-      // Just after the last record before `bad`, with its fingerprint where positions keep
-      // one; with no record before it, the durable position stays (see above).
-      It prefix_end = first;
-      while (prefix_end != last && !(ref_of(*prefix_end) == bad))
-        ++prefix_end;
-      if (prefix_end != first) {
-        const auto& before = *(prefix_end - 1);
-        const position to = position::after(offset_of(before));
-        if (committed_ < to) {
-          if constexpr (checks_offsets)
-            store_->commit(to, source_->fingerprint(before));
-          else if constexpr (checks_store_start)
-            store_->commit(partition_id{0}, to, source_->fingerprint(before));
-          else
-            store_commit<partitioned>(*store_, bad.partition, to);
-          committed_ = to;
-        }
       }
     }
   } else if constexpr (tx_unit && facts.may_lose()) {
@@ -263,7 +246,7 @@ inline void pipeline_impl<Config>::write_before(It first, It last, record_ref ba
   tx_open_ = true;
   try {
     for (It it = first; it != end; ++it)
-      apply_one(*sink_, partition_of(*it), offset_of(*it), event_of(*it));
+      apply_one(sink_, partition_of(*it), offset_of(*it), event_of(*it));
     sink_->commit();
     tx_open_ = false;
   } catch (...) {
@@ -295,49 +278,45 @@ inline void pipeline_impl<Config>::run_unit(It first, It last, position unit_end
   }
 }
 
-// The unit's positions, to the store: per partition in one request where the store takes
-// them so (batch_position_store), so a unit is never committed in one partition only.
+// The unit's positions, to the store.
 template <class Config>
 template <class It>
 inline void pipeline_impl<Config>::commit_unit(It first, It last, position unit_end) {
-  if constexpr (partitioned) {
-    (void)unit_end;
-    if constexpr (batch_position_store<Store>) {
-      (void)first;
-      (void)last;
-      store_->commit(std::span<const start_at>(unit_ends_));
-      for (const start_at& s : unit_ends_)
-        entry(s.partition).committed = s.at;
-    } else {
-      for (const start_at& s : unit_ends_) {
-        if constexpr (checks_store_start) {
-          // With the fingerprint of the record the position follows, when the records at hand
-          // hold it (a failed unit's prefix may stop a partition at its first record).
-          if (const auto f = fingerprint_before(first, last, s.partition, s.at))
-            store_->commit(s.partition, s.at, *f);
-          else
-            store_commit<partitioned>(*store_, s.partition, s.at);
-        } else {
-          (void)first;
-          (void)last;
-          store_commit<partitioned>(*store_, s.partition, s.at);
-        }
-        entry(s.partition).committed = s.at;
-      }
-    }
-  } else if constexpr (checks_offsets) {
-    (void)first;
-    store_->commit(unit_end, source_->fingerprint(*(last - 1)));
-    committed_ = unit_end;
-  } else if constexpr (checks_store_start) {
-    (void)first;
-    store_->commit(partition_id{0}, unit_end, source_->fingerprint(*(last - 1)));
-    committed_ = unit_end;
-  } else {
+  commit_positions(first, last, parts_.unit_ends(unit_end));
+}
+
+// Positions of records in [first, last), to the store: per partition in one request where the
+// store takes them so (batch_position_store), so a unit is never committed in one partition
+// only; with the fingerprint of the record each follows where the store keeps one.
+template <class Config>
+template <class It, class Ends>
+inline void pipeline_impl<Config>::commit_positions(It first, It last, const Ends& ends) {
+  if constexpr (partitioned && batch_position_store<Store>) {
     (void)first;
     (void)last;
-    store_commit<partitioned>(*store_, partition_id{0}, unit_end);
-    committed_ = unit_end;
+    store_->commit(std::span<const start_at>(ends));
+    for (const start_at& s : ends)
+      parts_.entry(s.partition).committed = s.at;
+  } else {
+    for (const start_at& s : ends) {
+      if constexpr (checks_offsets) {
+        // One partition's store that keeps the fingerprint beside its one position.
+        (void)first;
+        store_->commit(s.at, source_->fingerprint(*(last - 1)));
+      } else if constexpr (checks_store_start) {
+        // With the fingerprint of the record the position follows, when the records at hand
+        // hold it (a failed unit's prefix may stop a partition at its first record).
+        if (const auto f = fingerprint_before(first, last, s.partition, s.at))
+          store_->commit(s.partition, s.at, *f);
+        else
+          store_->commit(s.partition, s.at);
+      } else {
+        (void)first;
+        (void)last;
+        store_->commit(s.partition, s.at);
+      }
+      parts_.entry(s.partition).committed = s.at;
+    }
   }
 }
 
@@ -397,39 +376,27 @@ inline void pipeline_impl<Config>::run_step(It first, It last, position unit_end
     sink_->begin();
     tx_open_ = true;
   } else if constexpr (Step == step_kind::store_position) {
-    if constexpr (partitioned) {
-      for (const start_at& s : unit_ends_) {
-        if constexpr (checks_start_record) {
-          // A unit holds the record before each of its positions.
-          if (const auto f = fingerprint_before(first, last, s.partition, s.at))
-            sink_->store_position(s.partition, s.at, owner_of(s.partition), *f);
-          else
-            sink_store<partitioned>(*sink_, s.partition, s.at, owner_of(s.partition));
-        } else if constexpr (fencing) {
-          // The epoch this consumer claimed the partition at: a cooperative rebalance keeps
-          // it on a partition retained across generations.
-          sink_store<partitioned>(*sink_, s.partition, s.at, owner_of(s.partition));
-        } else {
-          sink_store<partitioned>(*sink_, s.partition, s.at);
-        }
+    for (const start_at& s : parts_.unit_ends(unit_end)) {
+      if constexpr (sink_fingerprints) {
+        // A unit holds the record before each of its positions.
+        if (const auto f = fingerprint_before(first, last, s.partition, s.at))
+          sink_->store_position(s.partition, s.at, owner_of(s.partition), *f);
+        else
+          sink_->store_position(s.partition, s.at, owner_of(s.partition));
+      } else if constexpr (fencing) {
+        // The epoch this consumer claimed the partition at: a cooperative rebalance keeps
+        // it on a partition retained across generations.
+        sink_->store_position(s.partition, s.at, owner_of(s.partition));
+      } else {
+        sink_->store_position(s.partition, s.at);
       }
-    } else if constexpr (sink_fingerprints) {
-      sink_->store_position(partition_id{0}, unit_end, *owner_, source_->fingerprint(*(last - 1)));
-    } else if constexpr (fencing) {
-      sink_store<partitioned>(*sink_, partition_id{0}, unit_end, *owner_);
-    } else {
-      sink_store<partitioned>(*sink_, partition_id{0}, unit_end);
     }
   } else if constexpr (Step == step_kind::commit) {
     sink_->commit();
     tx_open_ = false;
     if constexpr (facts.position_in_sink) {
-      if constexpr (partitioned) {
-        for (const start_at& s : unit_ends_)
-          entry(s.partition).committed = s.at;
-      } else {
-        committed_ = unit_end;
-      }
+      for (const start_at& s : parts_.unit_ends(unit_end))
+        parts_.entry(s.partition).committed = s.at;
       notify_unit_committed(unit_end);
     }
   }
@@ -482,18 +449,12 @@ inline void pipeline_impl<Config>::tick() {
   if constexpr (auto_commit) {
     const time_point now = Clock::now();
     if (now - last_auto_commit_ >= settings_.auto_commit_interval) {
-      if constexpr (partitioned) {
-        for (partition_entry& e : parts_) {
-          if (e.committed < e.read) {
-            store_commit<partitioned>(*store_, e.id, e.read);
-            e.committed = e.read;
-            notify<events::auto_committed>(e.read);
-          }
+      for (partition_entry& e : parts_.all()) {
+        if (e.committed < e.read) {
+          store_->commit(e.id, e.read);
+          e.committed = e.read;
+          notify<events::auto_committed>(e.read);
         }
-      } else {
-        store_commit<partitioned>(*store_, partition_id{0}, read_);
-        committed_ = read_;
-        notify<events::auto_committed>(read_);
       }
       last_auto_commit_ = now;
     }
