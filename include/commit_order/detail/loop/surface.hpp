@@ -121,6 +121,15 @@ class pipeline_impl {
     friend bool operator==(const record_ref&, const record_ref&) = default;
   };
 
+  /// What a failed run of a unit leaves for the failure protocol (process_unit, which owns
+  /// it): the record whose write failed, when a record's write did, and whether a write spent
+  /// its retry_world tries in place. The write loop fills it as the exception passes.
+  struct unit_failure {
+    std::optional<record_ref> record;
+    [[no_unique_address]] std::conditional_t<traits::world_retries != 0, bool, nothing>
+        world_spent{};
+  };
+
   /// The last run of offsets holding no record a partition's position moved over.
   struct moved_gap {
     position from;
@@ -377,9 +386,10 @@ class pipeline_impl {
   COMMIT_ORDER_INLINE void process_unit(It first, It last, std::size_t count, position unit_end);
   template <class It, std::size_t... I>
   COMMIT_ORDER_INLINE void run_unit(It first, It last, position unit_end, std::size_t unit_index,
-                                    std::index_sequence<I...>);
+                                    unit_failure& failure, std::index_sequence<I...>);
   template <step_kind Step, std::size_t Index, class It>
-  COMMIT_ORDER_INLINE void run_step(It first, It last, position unit_end, std::size_t unit_index);
+  COMMIT_ORDER_INLINE void run_step(It first, It last, position unit_end, std::size_t unit_index,
+                                    unit_failure& failure);
   template <class It>
   COMMIT_ORDER_INLINE void commit_unit(It first, It last, position unit_end);
   template <class It, class Ends>
@@ -435,7 +445,8 @@ class pipeline_impl {
   // than one row is written by write_rows_apart, a function of its own.
 
   template <step_kind Step, std::size_t Index, class It>
-  COMMIT_ORDER_INLINE void write_rows(It first, It last, position unit_end, std::size_t unit_index);
+  COMMIT_ORDER_INLINE void write_rows(It first, It last, position unit_end, std::size_t unit_index,
+                                      unit_failure& failure);
   template <class It>
   COMMIT_ORDER_INLINE static void write_row(SinkPart sink, It it);
   template <class It>
@@ -443,7 +454,7 @@ class pipeline_impl {
                                                                It& at);
   // Non-transactional retry and dead-lettering act on the one record, in place.
   template <class E>
-  COMMIT_ORDER_INLINE void write_handled(record_ref r, const E& event);
+  COMMIT_ORDER_INLINE void write_handled(record_ref r, const E& event, unit_failure& failure);
   template <class E>
   COMMIT_ORDER_INLINE void apply_one(SinkPart sink, partition_id k, offset o, const E& event);
 
@@ -476,9 +487,6 @@ class pipeline_impl {
 
   SourcePart source_{};
   SinkPart sink_{};
-  /// A write outside a transaction spent its retry_world tries in place.
-  [[no_unique_address]] std::conditional_t<traits::world_retries != 0, bool, nothing>
-      world_spent_{};
   [[no_unique_address]] std::conditional_t<has_store, StorePart, nothing> store_{};
   [[no_unique_address]] std::conditional_t<has_dead_letters, DeadLetters*, nothing> dead_letters_{};
   [[no_unique_address]] std::conditional_t<async, async_path<Config>, nothing> async_{};
@@ -489,8 +497,6 @@ class pipeline_impl {
   [[no_unique_address]] observer_type observer_{};
   [[no_unique_address]] faults_type faults_{};
   [[no_unique_address]] std::conditional_t<auto_commit, time_point, nothing> last_auto_commit_{};
-  [[no_unique_address]] std::conditional_t<row_timer, std::exception_ptr, nothing>
-      timer_exception_{};
   [[no_unique_address]] std::conditional_t<traits::unit_dead_letters, std::vector<record_ref>,
                                            nothing>
       skipped_{};
@@ -498,7 +504,6 @@ class pipeline_impl {
   // positions the unit being run moves them to (loop/partition_table.hpp).
   partition_table<partition_entry, !partitioned> parts_{};
   [[no_unique_address]] std::conditional_t<group, listener, nothing> listener_{};
-  std::optional<record_ref> failed_{};
   std::size_t unit_size_ = 0;  // the records of the unit being processed (see process_unit)
   [[no_unique_address]] std::conditional_t<faults_enabled, std::size_t, nothing> units_started_{};
   [[no_unique_address]] std::conditional_t<interruptible, std::size_t, nothing> refused_commits_{};

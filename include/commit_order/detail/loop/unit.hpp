@@ -117,9 +117,11 @@ inline void pipeline_impl<Config>::process_unit(It first, It last, std::size_t c
   else
     (void)count;
   [[maybe_unused]] std::size_t world_tries = 0;
+  unit_failure failure{};
   for (;;) {
     try {
-      run_unit(first, last, unit_end, unit_index, std::make_index_sequence<steps::size - 1>{});
+      run_unit(first, last, unit_end, unit_index, failure,
+               std::make_index_sequence<steps::size - 1>{});
       return;
     } catch (const std::exception& e) {
       if constexpr (first_from_count)
@@ -128,8 +130,9 @@ inline void pipeline_impl<Config>::process_unit(It first, It last, std::size_t c
         // The world's failure, not a record's: the unit (rolled back, if it is a transaction)
         // is run again after a wait, its position held. A write outside a transaction was
         // tried again in place already, and is not tried again here.
-        const bool in_place = std::exchange(world_spent_, false);
-        if (!failed_ && !in_place && world_may_pass(e) && world_tries < traits::world_retries) {
+        const bool in_place = std::exchange(failure.world_spent, false);
+        if (!failure.record && !in_place && world_may_pass(e) &&
+            world_tries < traits::world_retries) {
           wait_for_world(++world_tries);
           continue;
         }
@@ -137,13 +140,15 @@ inline void pipeline_impl<Config>::process_unit(It first, It last, std::size_t c
       // Only a record's failure is handled here; a failing begin, commit or position store is
       // not the record's fault and propagates as it is (after the rollback in run_unit) --
       // unless the sink names the record whose row failed there (row_failed: a sink that
-      // sends a unit's rows together learns of a row's failure only then).
-      if (!failed_)
-        failed_ = deferred_failure(first, last, e);
-      if (!failed_)
+      // sends a unit's rows together learns of a row's failure only then). A rollback that
+      // failed is the sink's failure, never the record's, whatever failed before it.
+      if (dynamic_cast<const rollback_failed*>(&e) != nullptr)
+        failure.record.reset();
+      if (!failure.record)
+        failure.record = deferred_failure(first, last, e);
+      if (!failure.record)
         throw;
-      const record_ref bad = *failed_;
-      failed_.reset();  // set again by the next record that fails
+      const record_ref bad = *std::exchange(failure.record, std::nullopt);
       if constexpr (unit_retries) {
         auto used = std::find_if(retries_used.begin(), retries_used.end(),
                                  [&](const auto& r) { return r.first == bad; });
@@ -259,11 +264,12 @@ inline void pipeline_impl<Config>::write_before(It first, It last, record_ref ba
 template <class Config>
 template <class It, std::size_t... I>
 inline void pipeline_impl<Config>::run_unit(It first, It last, position unit_end,
-                                            std::size_t unit_index, std::index_sequence<I...>) {
+                                            std::size_t unit_index, unit_failure& failure,
+                                            std::index_sequence<I...>) {
   fault(fault_point::kind::after_step, step_kind::poll, 0, 0, unit_end, unit_index);
   if constexpr (tx_unit) {
     try {
-      (run_step<steps::kinds[I + 1], I + 1>(first, last, unit_end, unit_index), ...);
+      (run_step<steps::kinds[I + 1], I + 1>(first, last, unit_end, unit_index, failure), ...);
     } catch (...) {
       // No half-applied unit survives: whatever the transaction wrote goes with it (as the
       // database itself would discard it when a process dies).
@@ -274,7 +280,7 @@ inline void pipeline_impl<Config>::run_unit(It first, It last, position unit_end
       throw;
     }
   } else {
-    (run_step<steps::kinds[I + 1], I + 1>(first, last, unit_end, unit_index), ...);
+    (run_step<steps::kinds[I + 1], I + 1>(first, last, unit_end, unit_index, failure), ...);
   }
 }
 
@@ -338,7 +344,8 @@ inline std::optional<std::uint64_t> pipeline_impl<Config>::fingerprint_before(It
 template <class Config>
 template <step_kind Step, std::size_t Index, class It>
 inline void pipeline_impl<Config>::run_step(It first, It last, position unit_end,
-                                            std::size_t unit_index) {
+                                            std::size_t unit_index,
+                                            [[maybe_unused]] unit_failure& failure) {
   if constexpr (Step == step_kind::write && async) {
     for (It it = first; it != last; ++it)
       hand_out(partition_of(*it), offset_of(*it), event_of(*it));
@@ -347,7 +354,7 @@ inline void pipeline_impl<Config>::run_step(It first, It last, position unit_end
       sink_->begin();
       tx_open_ = true;
     }
-    write_rows<Step, Index>(first, last, unit_end, unit_index);
+    write_rows<Step, Index>(first, last, unit_end, unit_index, failure);
     if constexpr (implicit_tx) {
       sink_->commit();
       tx_open_ = false;
@@ -406,15 +413,14 @@ inline void pipeline_impl<Config>::run_step(It first, It last, position unit_end
 }
 
 // Called inside the handler of the unit's failure. A rollback that fails is the sink's
-// failure, never the record's: the record is not blamed (failed_ cleared), and the original
-// failure travels nested inside `rollback_failed`.
+// failure, never the record's: `rollback_failed` says so (process_unit blames no record for
+// it), with the original failure nested inside.
 template <class Config>
 inline void pipeline_impl<Config>::roll_back_after_failure() {
   const std::exception_ptr original = std::current_exception();
   try {
     sink_->rollback();
   } catch (...) {
-    failed_.reset();
     const std::string why = describe(std::current_exception());
     try {
       std::rethrow_exception(original);

@@ -38,11 +38,11 @@ inline constexpr bool rows_apart_v =
 template <class Config>
 template <step_kind Step, std::size_t Index, class It>
 inline void pipeline_impl<Config>::write_rows(It first, It last, position unit_end,
-                                              std::size_t unit_index) {
+                                              std::size_t unit_index, unit_failure& failure) {
   if constexpr (per_record_handling) {
     std::size_t row = 0;
     for (It it = first; it != last; ++it) {
-      write_handled(ref_of(*it), event_of(*it));
+      write_handled(ref_of(*it), event_of(*it), failure);
       if constexpr (auto_commit)
         tick();
       fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
@@ -62,7 +62,7 @@ inline void pipeline_impl<Config>::write_rows(It first, It last, position unit_e
     } catch (const std::bad_alloc&) {
       throw;  // the process ran out of memory: the world's, whatever the record
     } catch (const std::exception&) {
-      failed_ = ref_of(*at);
+      failure.record = ref_of(*at);
       throw;
     }
   } else {
@@ -72,6 +72,8 @@ inline void pipeline_impl<Config>::write_rows(It first, It last, position unit_e
     // the compiler knows) have changed it, and each record would reload it.
     SinkPart sink = sink_;
     It it = first;
+    // A failing timer commit, carried out of the loop's handler.
+    [[maybe_unused]] std::conditional_t<row_timer, std::exception_ptr, nothing> timer_failure{};
     try {
       std::size_t row = 0;
       // A unit is never empty (a poll of n > 0 records, or a split of at least one), so the
@@ -86,14 +88,12 @@ inline void pipeline_impl<Config>::write_rows(It first, It last, position unit_e
         if constexpr (row_timer) {
           // A real auto-commit timer fires whenever it likes, mid-write included; a
           // failing timer commit is not the record's failure, so it leaves this handler.
-          timer_exception_ = nullptr;
           try {
             tick();
           } catch (...) {
-            timer_exception_ = std::current_exception();
-          }
-          if (timer_exception_)
+            timer_failure = std::current_exception();
             break;
+          }
         }
         if constexpr (faults_enabled) {
           fault(fault_point::kind::after_row, Step, Index, ++row, unit_end, unit_index);
@@ -104,12 +104,12 @@ inline void pipeline_impl<Config>::write_rows(It first, It last, position unit_e
     } catch (const std::bad_alloc&) {
       throw;  // the process ran out of memory: the world's, whatever the record
     } catch (const std::exception&) {
-      failed_ = ref_of(*it);
+      failure.record = ref_of(*it);
       throw;
     }
     if constexpr (row_timer) {
-      if (timer_exception_)
-        std::rethrow_exception(std::exchange(timer_exception_, nullptr));
+      if (timer_failure)
+        std::rethrow_exception(timer_failure);
     }
   }
 }
@@ -137,7 +137,8 @@ void pipeline_impl<Config>::write_rows_apart(SinkPart sink, It it, const It last
 
 template <class Config>
 template <class E>
-inline void pipeline_impl<Config>::write_handled(record_ref r, const E& event) {
+inline void pipeline_impl<Config>::write_handled(record_ref r, const E& event,
+                                                 unit_failure& failure) {
   std::size_t attempt = 0;
   [[maybe_unused]] std::size_t world_tries = 0;
   for (;;) {
@@ -153,7 +154,7 @@ inline void pipeline_impl<Config>::write_handled(record_ref r, const E& event) {
           wait_for_world(++world_tries);
           continue;
         }
-        world_spent_ = true;
+        failure.world_spent = true;
       }
       throw;
     } catch (const std::bad_alloc&) {
@@ -163,10 +164,10 @@ inline void pipeline_impl<Config>::write_handled(record_ref r, const E& event) {
         notify_retry(r.at, ++attempt);
         continue;
       }
-      failed_ = r;
+      failure.record = r;
       if constexpr (Handling::dead_letters) {
         put_dead_letter(r, event, e.what());
-        failed_.reset();
+        failure.record.reset();
         return;
       }
       throw;
