@@ -6,7 +6,6 @@
 // compile time: a pipeline without the ability compiles to the same instructions as before.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <type_traits>
 

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <optional>
@@ -17,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "commit_order/detail/chrono.hpp"
 #include "commit_order/detail/loop/surface.hpp"
 
 namespace commit_order::detail {
