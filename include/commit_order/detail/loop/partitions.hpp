@@ -197,20 +197,12 @@ inline void pipeline_impl<Config>::move_over(partition_id k, position& read, pos
                                              moved_gap& last, const gap& g) {
   if constexpr (durable_gap_moves) {
     if constexpr (facts.position_in_sink) {
-      sink_->begin();
-      tx_open_ = true;
-      try {
+      in_transaction_of_its_own([&] {
         if constexpr (fencing)
           sink_->store_position(k, g.end, owner_of(k));
         else
           sink_->store_position(k, g.end);
-        sink_->commit();
-        tx_open_ = false;
-      } catch (...) {
-        tx_open_ = false;
-        roll_back_after_failure();
-        throw;
-      }
+      });
     } else {
       try {
         if constexpr (partitioned && batch_position_store<Store>) {

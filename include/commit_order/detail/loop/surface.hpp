@@ -410,6 +410,8 @@ class pipeline_impl {
   template <class It>
   [[gnu::cold]] void write_before(It first, It last, record_ref bad);
   void roll_back_after_failure();
+  template <class F>
+  void in_transaction_of_its_own(F&& work);
   template <class E>
   void put_dead_letter(record_ref r, const E& event, const char* reason);
   bool is_skipped(record_ref r) const noexcept;

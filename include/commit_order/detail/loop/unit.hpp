@@ -247,11 +247,21 @@ inline void pipeline_impl<Config>::write_before(It first, It last, record_ref ba
     ++end;
   if (end == first)
     return;
+  in_transaction_of_its_own([&] {
+    for (It it = first; it != end; ++it)
+      apply_one(sink_, partition_of(*it), offset_of(*it), event_of(*it));
+  });
+}
+
+// Runs `work` in a sink transaction of its own, outside any unit: committed, or rolled back and
+// its failure rethrown.
+template <class Config>
+template <class F>
+inline void pipeline_impl<Config>::in_transaction_of_its_own(F&& work) {
   sink_->begin();
   tx_open_ = true;
   try {
-    for (It it = first; it != end; ++it)
-      apply_one(sink_, partition_of(*it), offset_of(*it), event_of(*it));
+    work();
     sink_->commit();
     tx_open_ = false;
   } catch (...) {
