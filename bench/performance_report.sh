@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSL-1.0
 # Measures and writes docs/performance.md's measured parts, each between its markers (the rest of
 # the page is written by hand): the in-memory tables (bench/overhead.cpp: wall clock at three code
-# layouts on both compilers, callgrind instructions per record), the SQLite section
+# layouts on both compilers, callgrind instructions per record), the SQLite tables
 # (bench/sqlite_report.sh), the Kafka section (bench/kafka.cpp's interleaved comparison, on the
 # mock cluster and on a broker), the PostgreSQL section (bench/postgres_report.sh) and the Kafka
 # Connect section (bench/peer/report.sh). The compile-time section is bench/compile_time.sh's.
@@ -13,8 +13,8 @@
 #   cmake --build --preset bench --target postgres_bench &&
 #   bench/performance_report.sh [all|memory|sqlite|kafka|postgres|peer]
 #
-# The in-memory figures are kept in docs/data/ (docs/data/README.md); REUSE=1 writes those tables
-# from them again without measuring.
+# The in-memory and SQLite figures are kept in docs/data/ (docs/data/README.md); REUSE=1 writes
+# those tables from them again without measuring.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -300,10 +300,7 @@ DOC
 
 if [[ $what == all || $what == memory ]]; then memory_tables; fi
 # The other sections are made whole before they replace the text between their markers.
-if [[ $what == all || $what == sqlite ]]; then
-  bench/sqlite_report.sh >"$tmp/sqlite.md"
-  put_table sqlite <"$tmp/sqlite.md"
-fi
+if [[ $what == all || $what == sqlite ]]; then bench/sqlite_report.sh; fi
 if [[ $what == all || $what == kafka ]]; then
   kafka_section >"$tmp/kafka.md"
   put_table kafka <"$tmp/kafka.md"
