@@ -3,7 +3,7 @@
 # Measures and writes docs/performance.md's measured parts, each between its markers (the rest of
 # the page is written by hand): the in-memory tables (bench/overhead.cpp: wall clock at three code
 # layouts on both compilers, callgrind instructions per record), the SQLite tables
-# (bench/sqlite_report.sh), the Kafka section (bench/kafka.cpp's interleaved comparison, on the
+# (bench/sqlite_report.sh), the Kafka tables (bench/kafka.cpp's interleaved comparison, on the
 # mock cluster and on a broker), the PostgreSQL section (bench/postgres_report.sh) and the Kafka
 # Connect section (bench/peer/report.sh). The compile-time section is bench/compile_time.sh's.
 #
@@ -13,8 +13,8 @@
 #   cmake --build --preset bench --target postgres_bench &&
 #   bench/performance_report.sh [all|memory|sqlite|kafka|postgres|peer]
 #
-# The in-memory and SQLite figures are kept in docs/data/ (docs/data/README.md); REUSE=1 writes
-# those tables from them again without measuring.
+# The in-memory, SQLite and Kafka figures are kept in docs/data/ (docs/data/README.md); REUSE=1
+# writes those tables from them again without measuring.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -236,75 +236,65 @@ memory_tables() {
 }
 
 # ---- Kafka --------------------------------------------------------------------------------------
-kafka_section() {
+# docs/data/kafka-compare.tsv: kafka_bench --compare's lines, on librdkafka's mock cluster and on
+# a broker (the kafka_broker tests' fixture: Kafka 4.4, one KRaft node on loopback).
+kafka_compare=$perf_data/kafka-compare.tsv
+kafka_run=$perf_data/kafka-run.tsv
+
+kafka_rows() {  # cluster < kafka_bench --compare's output -> kafka-compare.tsv rows
+  awk -v c="$1" 'BEGIN { OFS = "\t" } $1 ~ /\// && NF >= 6 { print c, $1, $2, $3, $4, $5, $6 }'
+}
+kafka_measure() {
   local bench=build/bench/bench/kafka_bench
   [[ -x $bench ]] || {
     echo "performance_report: build kafka_bench first (cmake --build --preset bench --target kafka_bench)" >&2
     exit 1
   }
-  local rounds=${KAFKA_ROUNDS:-21}
-  local load
-  load=$(cut -d' ' -f1-3 /proc/loadavg | sed 's/ /, /g')
-  "$bench" --rounds "$rounds" --compare >"$tmp/kafka.txt"
-  cat <<DOC
-## Kafka: consuming from librdkafka's mock cluster
-
-\`kafka_bench\` (\`bench/kafka.cpp\`) consumes a topic of librdkafka's mock cluster (4 partitions
-of 40000 records, in this process) through the pipeline, at batch 512, against a hand-written
-librdkafka loop doing the same steps: batches built from \`rd_kafka_consumer_poll\` one message
-at a time, the same rows into the same sink, the same commits (a synchronous commit per
-partition a unit touched under \`AtLeastOnce\`; the rows and the positions in one transaction
-under \`TransactionalPosition\`), and at start the claims, committed offsets and watermarks.
-\`kafka_bench --verify\` (the test \`kafka.bench_twins_do_the_same_work\`) checks that each pair
-leaves the same rows and positions. (\`AtLeastOnce\` into SQLite with Kafka's offsets is not a
-case: rule R9a refuses it.)
-
-Wall-clock time is dominated by librdkafka's own threads and the mock broker, so on a shared
-machine consecutive benchmarks see different loads. The ratio is read from an interleaved
-comparison (\`kafka_bench --compare\`): each round runs the pipeline and its twin back to back,
-alternating which goes first, and the ratio is the median of the rounds' ratios; the cpu ratio
-is the same for the consuming thread's CPU time, what the loop itself costs. g++ 12, \`bench\`
-preset, commit $(git rev-parse --short HEAD), $rounds rounds, load average $load:
-
-| case | pipeline ns/record | hand-written ns/record | wall ratio (hand/pipeline) | cpu ratio | target ≥ 0.9 |
-|---|---:|---:|---:|---:|---|
-DOC
-  awk '$1 ~ /\// && NF >= 6 { printf "| `%s` | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 }' \
-    "$tmp/kafka.txt"
-
-  # The same comparison on a real broker: the kafka_broker tests' fixture starts one (Kafka 4.4,
-  # one KRaft node, on loopback), and the topic is written there with acks=all.
   local fixture=${KAFKA_FIXTURE:-build/default/tests/kafka_broker/commit_order_kafka_broker_fixture}
   local jars=${COMMIT_ORDER_KAFKA_JARS:-${XDG_CACHE_HOME:-$HOME/.cache}/commit_order/kafka-4.4.0}
   [[ -x $fixture ]] || {
     echo "performance_report: build the broker fixture first (cmake --build --preset default --target commit_order_kafka_broker_fixture)" >&2
     exit 1
   }
+  local rounds=${KAFKA_ROUNDS:-21}
+  {
+    printf 'measured\t%s\n' "$(now)"
+    printf 'build\t%s, the bench preset (Release, -O3)\n' "$(g++ --version | head -n1)"
+    printf 'commit\t%s\n' "$(git rev-parse --short HEAD)"
+    printf 'rounds\t%s\n' "$rounds"
+    printf 'load average before the mock-cluster run\t%s\n' "$(load_average)"
+  } >"$tmp/kafka-run.tsv"
+  printf 'cluster\tcase\tpipeline_ns\thandwritten_ns\twall_ratio\tcpu_ratio\ttarget\n' \
+    >"$tmp/kafka.tsv"
+  "$bench" --rounds "$rounds" --compare | kafka_rows mock >>"$tmp/kafka.tsv"
   "$fixture" start "$tmp/broker.info" "$jars" >"$tmp/broker.log" 2>&1
+  printf 'load average before the broker run\t%s\n' "$(load_average)" >>"$tmp/kafka-run.tsv"
   COMMIT_ORDER_KAFKA_BOOTSTRAP=$(head -1 "$tmp/broker.info") "$bench" --rounds "$rounds" --compare \
     >"$tmp/kafka_broker.txt" || { "$fixture" stop "$tmp/broker.info"; exit 1; }
   "$fixture" stop "$tmp/broker.info" >/dev/null
-  load=$(cut -d' ' -f1-3 /proc/loadavg | sed 's/ /, /g')
-  cat <<DOC
-
-On a real broker (\`COMMIT_ORDER_KAFKA_BOOTSTRAP\`: the \`kafka_broker\` fixture's Kafka 4.4.0,
-one KRaft node on loopback, the topic written with acks=all), the same cases, $rounds rounds,
-load average $load; the fetches and the commits are the broker's, not the mock's:
-
-| case | pipeline ns/record | hand-written ns/record | wall ratio (hand/pipeline) | cpu ratio | target ≥ 0.9 |
-|---|---:|---:|---:|---:|---|
-DOC
-  awk '$1 ~ /\// && NF >= 6 { printf "| `%s` | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 }' \
-    "$tmp/kafka_broker.txt"
+  kafka_rows broker <"$tmp/kafka_broker.txt" >>"$tmp/kafka.tsv"
+  mkdir -p "$perf_data"
+  cp "$tmp/kafka.tsv" "$kafka_compare"
+  cp "$tmp/kafka-run.tsv" "$kafka_run"
+}
+kafka_table() {  # cluster
+  awk -F'\t' -v c="$1" 'BEGIN { OFS = "\t"
+      print "case", "pipeline ns/record", "hand-written ns/record", "wall ratio (hand/pipeline)", "cpu ratio", "target ≥ 0.9" }
+    $1 == c { print "`" $2 "`", $3, $4, $5, $6, $7 == "met" ? "met" : "**" $7 "**" }' \
+    "$kafka_compare" | md_table lrrrrl
+}
+kafka_tables() {
+  [[ $reuse == 1 ]] || kafka_measure
+  need_data "$kafka_compare" "$kafka_run"
+  run_table "$kafka_run" | put_table kafka-run
+  kafka_table mock | put_table kafka-mock
+  kafka_table broker | put_table kafka-broker
 }
 
 if [[ $what == all || $what == memory ]]; then memory_tables; fi
-# The other sections are made whole before they replace the text between their markers.
 if [[ $what == all || $what == sqlite ]]; then bench/sqlite_report.sh; fi
-if [[ $what == all || $what == kafka ]]; then
-  kafka_section >"$tmp/kafka.md"
-  put_table kafka <"$tmp/kafka.md"
-fi
+if [[ $what == all || $what == kafka ]]; then kafka_tables; fi
+# The other sections are made whole before they replace the text between their markers.
 if [[ $what == all || $what == postgres ]]; then
   bench/postgres_report.sh >"$tmp/postgres.md"
   put_table postgres <"$tmp/postgres.md"
