@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSL-1.0
-# Measures and writes docs/performance.md's measured parts, each between its markers (the rest of
-# the page is written by hand): the in-memory tables (bench/overhead.cpp: wall clock at three code
-# layouts on both compilers, callgrind instructions per record), the SQLite tables
-# (bench/sqlite_report.sh), the Kafka tables (bench/kafka.cpp's interleaved comparison, on the
-# mock cluster and on a broker), the PostgreSQL tables (bench/postgres_report.sh) and the Kafka
-# Connect section (bench/peer/report.sh). The compile-time section is bench/compile_time.sh's.
+# Measures and writes the tables of docs/performance.md (the prose around them is written by
+# hand): the in-memory tables (bench/overhead.cpp: wall clock at three code layouts on both
+# compilers, callgrind instructions per record), the SQLite tables (bench/sqlite_report.sh), the
+# Kafka tables (bench/kafka.cpp's interleaved comparison, on the mock cluster and on a broker),
+# the PostgreSQL tables (bench/postgres_report.sh) and the Kafka Connect tables
+# (bench/peer/report.sh). The compile-time section is bench/compile_time.sh's.
 #
 #   cmake --preset bench && cmake --build --preset bench &&
 #   cmake --build --preset bench --target kafka_bench &&
@@ -13,8 +13,8 @@
 #   cmake --build --preset bench --target postgres_bench &&
 #   bench/performance_report.sh [all|memory|sqlite|kafka|postgres|peer]
 #
-# The in-memory, SQLite, Kafka and PostgreSQL figures are kept in docs/data/ (docs/data/README.md);
-# REUSE=1 writes those tables and charts from them again without measuring.
+# A suite's figures are kept in docs/data/ (docs/data/README.md); REUSE=1 writes its tables and
+# charts from them again without measuring.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -295,9 +295,5 @@ if [[ $what == all || $what == memory ]]; then memory_tables; fi
 if [[ $what == all || $what == sqlite ]]; then bench/sqlite_report.sh; fi
 if [[ $what == all || $what == kafka ]]; then kafka_tables; fi
 if [[ $what == all || $what == postgres ]]; then bench/postgres_report.sh; fi
-# The Kafka Connect section is made whole before it replaces the text between its markers.
-if [[ $what == all || $what == peer ]]; then
-  bench/peer/report.sh >"$tmp/peer.md"
-  put_table peer <"$tmp/peer.md"
-fi
+if [[ $what == all || $what == peer ]]; then bench/peer/report.sh; fi
 echo "performance_report: wrote the $what tables of $perf_doc"
