@@ -5,7 +5,7 @@
 # compilers, callgrind instructions per record), the SQLite tables (bench/sqlite_report.sh), the
 # Kafka tables (bench/kafka.cpp's interleaved comparison, on the mock cluster and on a broker),
 # the PostgreSQL tables (bench/postgres_report.sh) and the Kafka Connect tables
-# (bench/peer/report.sh). The compile-time section is bench/compile_time.sh's.
+# (bench/peer/report.sh). The compile-time tables are bench/compile_time.sh's.
 #
 #   cmake --preset bench && cmake --build --preset bench &&
 #   cmake --build --preset bench --target kafka_bench &&
