@@ -7,10 +7,12 @@
 #
 #   bench/callgrind_report.sh [path/to/overhead_bench] [--with-ref | --batch1-data]
 #
-# prints a markdown table. --with-ref adds the twin that reaches its parts through pointers
-# (`handwritten_ref`, in overhead_split_bench only) and the pipeline's ratio to it.
-# --batch1-data prints, for batch 1 only, the data reads and writes per record beside the
-# instructions (callgrind --cache-sim=yes): what kind of work an equal instruction count is.
+# prints tab-separated columns, a header line first: policy, batch and each variant's
+# instructions per record. --with-ref adds the twin that reaches its parts through pointers
+# (`handwritten_ref`, in overhead_split_bench only). --batch1-data prints, for batch 1 only, the
+# data reads and writes per record beside the instructions (callgrind --cache-sim=yes): what kind
+# of work an equal instruction count is, a line per policy and variant.
+# bench/performance_report.sh keeps them in docs/data/ and makes the tables.
 set -euo pipefail
 shopt -s inherit_errexit  # a failed run inside $(...) stops the report instead of printing 0
 bench=${1:-build/bench/bench/overhead_bench}
@@ -64,49 +66,30 @@ if [[ $with_ref == --batch1-data ]]; then
     echo "$probe" >&2
     exit 1
   fi
-  if $ref; then
-    echo "| case | instructions: pipeline / handwritten / by reference | data reads: pipeline / handwritten / by reference | data writes: pipeline / handwritten / by reference |"
-  else
-    echo "| case | instructions: pipeline / handwritten | data reads: pipeline / handwritten | data writes: pipeline / handwritten |"
-  fi
-  echo "|---|---:|---:|---:|"
+  variants=(pipeline handwritten)
+  $ref && variants+=(handwritten_ref)
+  printf 'policy\tvariant\tinstructions\tdata_reads\tdata_writes\n'
   for policy in AtMostOnce AtLeastOnce TransactionalPosition; do
-    # Each through an assignment, which a failed run inside it stops (a here-string would not).
-    row=$(per_record3 pipeline "$policy")
-    read -r pi pr pw <<<"$row"
-    row=$(per_record3 handwritten "$policy")
-    read -r hi hr hw <<<"$row"
-    if $ref; then
-      row=$(per_record3 handwritten_ref "$policy")
-      read -r fi fr fw <<<"$row"
-      echo "| $policy batch 1 | $pi / $hi / $fi | $pr / $hr / $fr | $pw / $hw / $fw |"
-    else
-      echo "| $policy batch 1 | $pi / $hi | $pr / $hr | $pw / $hw |"
-    fi
+    for variant in "${variants[@]}"; do
+      # Through an assignment, which a failed run inside it stops (a here-string would not).
+      row=$(per_record3 "$variant" "$policy")
+      read -r ir dr dw <<<"$row"
+      printf '%s\t%s\t%s\t%s\t%s\n' "$policy" "$variant" "$ir" "$dr" "$dw"
+    done
   done
   exit 0
 fi
 
-if [[ $with_ref == --with-ref ]]; then
-  echo "| case | pipeline | handwritten | raw sink | pipeline / handwritten | within +2% | handwritten, parts by reference | pipeline / by reference |"
-  echo "|---|---:|---:|---:|---:|---|---:|---:|"
-else
-  echo "| case | pipeline | handwritten | raw sink | pipeline / handwritten | within +2% |"
-  echo "|---|---:|---:|---:|---:|---|"
-fi
+variants=(pipeline handwritten raw_sink)
+[[ $with_ref == --with-ref ]] && variants+=(handwritten_ref)
+(IFS=$'\t'; echo "policy${IFS}batch${IFS}${variants[*]}")
 for policy in AtMostOnce AtLeastOnce TransactionalPosition; do
   for batch in 1 64 512; do
-    p=$(per_record pipeline "$policy" "$batch")
-    h=$(per_record handwritten "$policy" "$batch")
-    r=$(per_record raw_sink "$policy" "$batch")
-    ratio=$(awk -v p="$p" -v h="$h" 'BEGIN { printf "%+.2f%%", (p / h - 1) * 100 }')
-    met=$(awk -v p="$p" -v h="$h" 'BEGIN { print (p <= h * 1.02) ? "yes" : "**no**" }')
-    if [[ $with_ref == --with-ref ]]; then
-      f=$(per_record handwritten_ref "$policy" "$batch")
-      to_ref=$(awk -v p="$p" -v f="$f" 'BEGIN { printf "%+.2f%%", (p / f - 1) * 100 }')
-      echo "| $policy batch $batch | $p | $h | $r | $ratio | $met | $f | $to_ref |"
-    else
-      echo "| $policy batch $batch | $p | $h | $r | $ratio | $met |"
-    fi
+    row="$policy"$'\t'"$batch"
+    for variant in "${variants[@]}"; do
+      n=$(per_record "$variant" "$policy" "$batch")
+      row+=$'\t'"$n"
+    done
+    echo "$row"
   done
 done

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSL-1.0
 # Compile time is part of a header-only template library's API. Measures, with g++ and
 # clang++ at -O2 -std=c++20, the median of REPS (default 5) compilations of five translation
-# units, and prints a Markdown section for docs/performance.md:
+# units, and prints the compile-time tables of docs/performance.md:
 #   std_only   <vector>, <map> and <string>: what any TU of a C++ program pays anyway;
 #   umbrella   #include <commit_order/commit_order.hpp> and nothing else;
 #   kit_only   the pipelines TU's headers and testing-kit parts (log, tables, stores), driven by
@@ -16,17 +16,20 @@
 # The compilations are interleaved (one of each TU per round), so a change in the machine's load
 # during the run weighs on every TU alike.
 #
-#   bench/compile_time.sh             prints the section
-#   bench/compile_time.sh --write     also replaces it in docs/performance.md (between its
-#                                     compile-time markers; the rest of the file is untouched)
+#   bench/compile_time.sh             prints the tables
+#   bench/compile_time.sh --write     also keeps the figures in docs/data/compile-time*.tsv and
+#                                     puts the tables in docs/performance.md between their
+#                                     markers (the rest of the file is untouched)
+# REUSE=1 measures nothing: the tables are made from docs/data/compile-time*.tsv.
 # Environment: CXX_GNU (g++), CXX_CLANG (clang++), REPS (5), INCLUDE_DIR (this tree's include/:
 # point it at another tree's headers to measure them with the same TUs), BASELINE_INCLUDE_DIR
 # and BASELINE_LABEL (another tree's headers, measured in the same rounds, for a before/after
 # column; e.g. `git archive <commit> include | tar -x -C /tmp/before`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
-include_dir=${INCLUDE_DIR:-$root/include}
+# shellcheck source=bench/report_lib.sh
+source bench/report_lib.sh
+include_dir=${INCLUDE_DIR:-$PWD/include}
 baseline_dir=${BASELINE_INCLUDE_DIR:-}
 baseline_label=${BASELINE_LABEL:-baseline}
 reps=${REPS:-5}
@@ -34,6 +37,8 @@ gxx=${CXX_GNU:-g++}
 clangxx=${CXX_CLANG:-clang++}
 write=0
 [[ ${1:-} == --write ]] && write=1
+data=$perf_data/compile-time.tsv
+run=$perf_data/compile-time-run.tsv
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -284,8 +289,8 @@ int main() {
 CPP
 
 # Median wall-clock and CPU (user + sys) seconds of `reps` compilations of each TU, the TUs
-# interleaved round by round. Prints one line per TU: "<tu> <wall> <cpu>"; with a baseline,
-# also "baseline_<tu> <wall> <cpu>" for the TUs that include the library.
+# interleaved round by round: compile-time.tsv's lines, the baseline's headers (if any) in the
+# same rounds.
 tus=(std_only umbrella kit_only pipelines handwritten)
 library_tus=(umbrella kit_only pipelines)
 compile_once() {  # compiler include-dir tu -> "wall cpu"
@@ -295,153 +300,107 @@ compile_once() {  # compiler include-dir tu -> "wall cpu"
   read -r wall user sys <<<"$(tail -n1 <<<"$out")"
   echo "$wall $(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }')"
 }
+median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 measure() {  # compiler
-  local compiler=$1 i tu w c
-  declare -A walls cpus
+  local compiler=$1 version i tu w c key
+  local -A walls cpus
+  version=$("$compiler" --version | head -n1)
   for ((i = 0; i < reps; ++i)); do
     for tu in "${tus[@]}"; do
       read -r w c <<<"$(compile_once "$compiler" "$include_dir" "$tu")"
-      walls[$tu]+="$w "
-      cpus[$tu]+="$c "
+      walls[tree/$tu]+="$w "
+      cpus[tree/$tu]+="$c "
     done
     if [[ -n $baseline_dir ]]; then
       for tu in "${library_tus[@]}"; do
         read -r w c <<<"$(compile_once "$compiler" "$baseline_dir" "$tu")"
-        walls[baseline_$tu]+="$w "
-        cpus[baseline_$tu]+="$c "
+        walls[$baseline_label/$tu]+="$w "
+        cpus[$baseline_label/$tu]+="$c "
       done
     fi
   done
-  for tu in "${!cpus[@]}"; do
-    echo "$tu $(median ${walls[$tu]}) $(median ${cpus[$tu]})"
+  local keys=("${tus[@]/#/tree/}")
+  [[ -n $baseline_dir ]] && keys+=("${library_tus[@]/#/$baseline_label/}")
+  for key in "${keys[@]}"; do
+    # shellcheck disable=SC2086 # the lists are words
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(basename "$compiler")" "$version" "${key%%/*}" "${key#*/}" \
+      "$(median ${walls[$key]})" "$(median ${cpus[$key]})"
   done
 }
-median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-verdict() { awk -v r="$1" 'BEGIN { print (r <= 1.5) ? "met" : "**not met**" }'; }
 
-rows=""
-verdicts=""
-headers_met=1
-for compiler in "$gxx" "$clangxx"; do
-  name=$("$compiler" --version | head -n1)
-  short=$(basename "$compiler")
-  declare -A wall cpu
-  while read -r tu w c; do
-    wall[$tu]=$w
-    cpu[$tu]=$c
-  done < <(measure "$compiler")
-  for tu in "${tus[@]}"; do
-    row="| ${short} | ${tu} | ${wall[$tu]} | ${cpu[$tu]} | $(ratio "${cpu[$tu]}" "${cpu[std_only]}") |"
-    if [[ -n $baseline_dir ]]; then
-      if [[ -n ${cpu[baseline_$tu]:-} ]]; then
-        row+=" ${cpu[baseline_$tu]} | $(ratio "${cpu[baseline_$tu]}" "${cpu[std_only]}") |"
-      else
-        row+=" | |"
-      fi
-    fi
-    rows+="${row}
-"
-  done
-  head_ratio=$(ratio "${cpu[umbrella]}" "${cpu[std_only]}")
-  pipe_ratio=$(ratio "${cpu[pipelines]}" "${cpu[std_only]}")
-  floor_ratio=$(ratio "${cpu[handwritten]}" "${cpu[std_only]}")
-  over_floor=$(ratio "${cpu[pipelines]}" "${cpu[handwritten]}")
-  [[ $(verdict "$head_ratio") == met ]] || headers_met=0
-  loops=$(awk -v p="${cpu[pipelines]}" -v k="${cpu[kit_only]}" 'BEGIN { printf "%.2f", (p - k) / 3 }')
-  verdicts+="- ${name}: the headers, umbrella / std_only = **${head_ratio}** (target <= 1.5: \
-$(verdict "$head_ratio")); pipelines / std_only = **${pipe_ratio}** (target <= 1.5: \
-$(verdict "$pipe_ratio")); handwritten / std_only = ${floor_ratio}; pipelines / handwritten = \
-${over_floor}; one pipeline, (pipelines - kit_only) / 3 = ${loops} s"
-  if [[ -n $baseline_dir ]]; then
-    verdicts+="; ${baseline_label}: pipelines / std_only = $(ratio "${cpu[baseline_pipelines]}" "${cpu[std_only]}")"
+if [[ $reuse != 1 ]]; then
+  data=$work/compile-time.tsv
+  run=$work/compile-time-run.tsv
+  {
+    printf 'measured\t%s\n' "$(now)"
+    printf 'machine\t%s\n' "$(machine)"
+    printf 'load average at the start\t%s\n' "$(load_average)"
+    printf 'commit\t%s\n' "$(git rev-parse --short HEAD)"
+    printf 'compilations\t%s of each TU per compiler, -std=c++20 -O2 -c\n' "$reps"
+  } >"$run"
+  printf 'compiler\tversion\theaders\ttu\twall_s\tcpu_s\n' >"$data"
+  measure "$gxx" >>"$data"
+  measure "$clangxx" >>"$data"
+  if ((write)); then
+    mkdir -p "$perf_data"
+    cp "$data" "$perf_data/compile-time.tsv"
+    cp "$run" "$perf_data/compile-time-run.tsv"
   fi
-  verdicts+=".
-"
-  unset wall cpu
-done
-
-header="| compiler | translation unit | wall s | CPU s | CPU / std_only |"
-rule="|---|---|---:|---:|---:|"
-if [[ -n $baseline_dir ]]; then
-  header+=" ${baseline_label}: CPU s | ${baseline_label}: CPU / std_only |"
-  rule+="---:|---:|"
 fi
+need_data "$data" "$run"
 
-if ((headers_met)); then
-  headers_sentence="**The headers** — what every TU that includes commit_order pays — meet it on
-both compilers."
-else
-  headers_sentence="**The headers** — what every TU that includes commit_order pays — do not meet
-it in this run (see the lines above)."
-fi
+# Per compiler, each TU's medians and CPU time against std_only's; with a baseline, its CPU time
+# beside.
+tu_table() {
+  awk -F'\t' -v tus="${tus[*]}" '
+    NR > 1 { if (!($1 in seen)) { seen[$1] = 1; cc[n++] = $1 }
+      if ($3 == "tree") { wall[$1, $4] = $5; cpu[$1, $4] = $6 } else { base[$1, $4] = $6; label = $3 } }
+    END {
+      nt = split(tus, tu, " ")
+      head = "compiler\ttranslation unit\twall s\tCPU s\tCPU / std_only"
+      if (label != "") head = head "\t" label ": CPU s\t" label ": CPU / std_only"
+      print head
+      for (i = 0; i < n; ++i) for (j = 1; j <= nt; ++j) {
+        c = cc[i]; t = tu[j]
+        row = sprintf("%s\t%s\t%s\t%s\t%.2f", c, t, wall[c, t], cpu[c, t], cpu[c, t] / cpu[c, "std_only"])
+        if (label != "")
+          row = row ((c, t) in base ? sprintf("\t%s\t%.2f", base[c, t], base[c, t] / cpu[c, "std_only"]) : "\t\t")
+        print row
+      }
+    }' "$data" | md_table llrrrrr
+}
+# Per compiler, the ratios issue 9's target is read from.
+ratio_table() {
+  awk -F'\t' '
+    NR > 1 { if (!($1 in seen)) { seen[$1] = 1; cc[n++] = $1; version[$1] = $2 }
+      if ($3 == "tree") cpu[$1, $4] = $6; else { base[$1, $4] = $6; label = $3 } }
+    function verdict(r) { return r + 0 <= 1.5 ? "met" : "**not met**" }
+    END {
+      head = "compiler\tumbrella / std_only\ttarget <= 1.5\tpipelines / std_only\ttarget <= 1.5\t" \
+        "handwritten / std_only\tpipelines / handwritten\tone pipeline, (pipelines - kit_only) / 3, s"
+      if (label != "") head = head "\t" label ": pipelines / std_only"
+      print head
+      for (i = 0; i < n; ++i) {
+        c = cc[i]; s = cpu[c, "std_only"]
+        h = sprintf("%.2f", cpu[c, "umbrella"] / s); p = sprintf("%.2f", cpu[c, "pipelines"] / s)
+        row = sprintf("%s\t**%s**\t%s\t**%s**\t%s\t%.2f\t%.2f\t%.2f", version[c], h, verdict(h), p,
+          verdict(p), cpu[c, "handwritten"] / s, cpu[c, "pipelines"] / cpu[c, "handwritten"],
+          (cpu[c, "pipelines"] - cpu[c, "kit_only"]) / 3)
+        if (label != "") row = row sprintf("\t%.2f", base[c, "pipelines"] / s)
+        print row
+      }
+    }' "$data" | md_table lrlrlrrrr
+}
 
-section="<!-- compile-time: begin (bench/compile_time.sh --write; do not edit by hand) -->
-## Compile time
-
-Generated by \`bench/compile_time.sh\` (other sections of this file by
-\`bench/performance_report.sh\`, which keeps this one as it is). A header-only template library
-is paid for at every compilation, so its compile time is measured like its run time. Five
-translation units, each compiled ${reps} times with \`-std=c++20 -O2 -c\`, interleaved round by
-round; the figures are medians, the ratios of CPU time (user + system), which other processes on
-a shared machine disturb less than wall-clock time:
-
-- \`std_only\`: \`<vector>\`, \`<map>\`, \`<string>\` and a \`main\` that puts one element in a
-  \`std::map<std::string, std::vector<int>>\` — what a TU of any C++ program pays;
-- \`umbrella\`: \`#include <commit_order/commit_order.hpp>\` and nothing else;
-- \`kit_only\`: the headers and testing-kit parts of \`pipelines\` (the log, the three tables,
-  the stores) driven by a loop of its own, with no pipeline;
-- \`pipelines\`: the umbrella and the testing kit, and one pipeline per policy (\`AtMostOnce\`,
-  \`AtLeastOnce\`, \`TransactionalPosition\`) over \`memory::log\` readers, \`memory::table\`s and
-  a \`memory::position_store\`, each constructed and run;
-- \`handwritten\`: the same three consumers written by hand over the same kind of parts (a
-  vector log, a map table with an undo log, the same loops and the same kind of errors), with no
-  commit_order header: the floor for the work \`pipelines\` does.
-
-${header}
-${rule}
-${rows}
-${verdicts}
-Issue 9 asks for at most 1.5x \`std_only\`. ${headers_sentence} **The pipelines TU does not, and cannot as written**: the
-hand-written consumers alone cost more than 1.5x, because \`std_only\` instantiates and
-optimises no map-backed table, undo log or error path. Of what the pipelines TU costs above the
-headers, the testing kit's parts take about half (\`kit_only\`) and the three pipelines the rest
-(their loops, recovery and error paths, and the rule checks: 49 predicates per configuration);
-the last figure of each line above is one pipeline's share.
-
-Taken out of the headers for issue 9: \`<ostream>\` (offset.hpp includes \`<iosfwd>\`),
-\`<functional>\` (the executor concept checks a task archetype), \`<ranges>\` (the source
-concepts use only ranges::begin, end and size and the iterator concepts), and with libstdc++ 12
-the calendar and I/O of \`<chrono>\` and the stream iterators of \`<iterator>\`
-(\`commit_order/detail/chrono.hpp\` and \`detail/iterator.hpp\`: the core names only
-\`milliseconds\`, \`steady_clock\`, the range access objects and the iterator concepts, which
-libstdc++ 12 has in \`<bits/chrono.h>\` and \`<span>\`; the full headers bring \`<sstream>\`,
-\`<streambuf>\` and the locale machinery, and leaving them out took the umbrella TU from 0.52
-to 0.46 s of CPU on g++ 12 and from 0.60 to 0.46 s on clang++ 14 in the runs made for the
-change; other standard libraries, or \`COMMIT_ORDER_STANDARD_HEADERS_ONLY\`, get the standard
-headers), the error messages' concatenations (one cold,
-out-of-line function instead of one in every constructor of every TU), Boost.Hana's algorithms
-in the capability queries (plain pack expansions), and the executor path: \`with_executor\`'s
-machinery (\`detail/async_path.hpp\`, \`detail/async_writes.hpp\` with \`<mutex>\`,
-\`<condition_variable>\` and \`<memory>\`, \`completion_tracker.hpp\` with \`<deque>\`) is reached
-through \`commit_order/executor.hpp\`. Of the pipelines TU, clang's
-\`-ftime-trace\` puts about 40% in code generation and optimisation: the loops, the tables'
-maps, and the recovery and error paths, which a hand-written consumer that never recovers
-does not have.
-<!-- compile-time: end -->"
-
-echo "$section"
 if ((write)); then
-  doc=docs/performance.md
-  if grep -q '^<!-- compile-time: begin' "$doc"; then
-    # Replace the old section, keep everything around it.
-    awk -v section="$section" '
-      /^<!-- compile-time: begin/ { print section; skipping = 1; next }
-      /^<!-- compile-time: end -->/ { skipping = 0; next }
-      !skipping { print }' "$doc" > "$work/performance.md"
-  else
-    { cat "$doc"; echo; echo "$section"; } > "$work/performance.md"
-  fi
-  cp "$work/performance.md" "$doc"
-  echo "compile_time: wrote the compile-time section of $doc" >&2
+  run_table "$run" | put_table compile-time-run
+  tu_table | put_table compile-time
+  ratio_table | put_table compile-time-ratios
+  echo "compile_time: wrote the compile-time tables of $perf_doc" >&2
+else
+  run_table "$run"
+  echo
+  tu_table
+  echo
+  ratio_table
 fi
