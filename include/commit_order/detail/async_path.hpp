@@ -68,8 +68,8 @@ class async_path final {
 
   /// Hands the write of one record to the executor, after waiting for room (back-pressure: the
   /// poll waits for the workers).
-  template <class SinkPart, class E>
-  void hand_out(SinkPart sink, std::size_t max_in_flight, backoff waits, partition_id k, offset o,
+  template <class Sink, class E>
+  void hand_out(Sink* sink, std::size_t max_in_flight, backoff waits, partition_id k, offset o,
                 const E& event) {
     wait_below(max_in_flight);
     // The ticket registers the record; if the task never runs (the executor drops it, or
@@ -82,7 +82,8 @@ class async_path final {
       [[maybe_unused]] std::size_t world_tries = 0;
       for (std::size_t attempt = 0;;) {
         try {
-          sink.apply(ticket->partition, ticket->at, Transform{}(ticket->event));
+          sink_part<traits::partitioned, Sink>::apply(*sink, ticket->partition, ticket->at,
+                                                      Transform{}(ticket->event));
           error = nullptr;
           break;
         } catch (const infrastructure_error& x) {

@@ -81,6 +81,12 @@ class partition_table<Entry, false> {
   /// The positions the last marked unit moves its partitions to (`unit_end` is its last
   /// record's, which only a single partition's table needs).
   std::span<const start_at> unit_ends(position /*unit_end*/) const noexcept { return unit_ends_; }
+  /// Calls f(start_at) for each of them.
+  template <class F>
+  void each_unit_end(position /*unit_end*/, F&& f) const {
+    for (const start_at& s : unit_ends_)
+      f(s);
+  }
 
  private:
   std::vector<Entry> parts_;
@@ -110,6 +116,11 @@ class partition_table<Entry, true> {
   /// The unit moves partition 0 to `unit_end`.
   static std::array<start_at, 1> unit_ends(position unit_end) noexcept {
     return {start_at{partition_id{0}, unit_end}};
+  }
+  /// Calls f(start_at) for it, by value: nothing of it is kept in memory.
+  template <class F>
+  static void each_unit_end(position unit_end, F&& f) {
+    f(start_at{partition_id{0}, unit_end});
   }
 
  private:

@@ -89,15 +89,17 @@ class sink_part {
   const sink_part* operator->() const noexcept { return this; }
   K& sink() const noexcept { return *k_; }
 
-  /// Applies one row: with its partition where the rows record it, without where they do not.
+  /// Applies one row to `sink`: with its partition where the rows record it, without where they
+  /// do not. Static, on the sink itself: the write loop holds the sink, as a hand-written loop
+  /// does, not this adapter.
   template <class Row>
-  decltype(auto) apply(partition_id k, offset o, const Row& row) const {
+  static decltype(auto) apply(K& sink, partition_id k, offset o, const Row& row) {
     if constexpr (Partitioned && partitioned_sink<K>) {
-      return k_->apply(k, o, row);
-    } else if constexpr (requires { k_->apply(o, row); }) {
-      return k_->apply(o, row);
+      return sink.apply(k, o, row);
+    } else if constexpr (requires { sink.apply(o, row); }) {
+      return sink.apply(o, row);
     } else {
-      return k_->apply(k, o, row);
+      return sink.apply(k, o, row);
     }
   }
 

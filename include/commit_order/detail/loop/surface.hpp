@@ -121,9 +121,12 @@ class pipeline_impl {
     friend bool operator==(const record_ref&, const record_ref&) = default;
   };
 
-  /// What a failed run of a unit leaves for the failure protocol (process_unit, which owns
-  /// it): the record whose write failed, when a record's write did, and whether a write spent
-  /// its retry_world tries in place. The write loop fills it as the exception passes.
+  /// What a failed run of a unit leaves for the failure protocol: the record whose write failed,
+  /// when a record's write did, and whether a write spent its retry_world tries in place. The
+  /// write loop fills it as the exception passes (it is handed down by reference); process_unit
+  /// alone reads it, and empties it as it reads. One member rather than a local of
+  /// process_unit, which would be initialised at every unit (docs/performance.md, "The failure
+  /// record").
   struct unit_failure {
     std::optional<record_ref> record;
     [[no_unique_address]] std::conditional_t<traits::world_retries != 0, bool, nothing>
@@ -395,6 +398,8 @@ class pipeline_impl {
   template <class It, class Ends>
   COMMIT_ORDER_INLINE void commit_positions(It first, It last, const Ends& ends);
   template <class It>
+  COMMIT_ORDER_INLINE void commit_position(It first, It last, start_at s);
+  template <class It>
   std::optional<std::uint64_t> fingerprint_before(It first, It last, partition_id k, position p);
   COMMIT_ORDER_INLINE void tick();
 
@@ -450,15 +455,15 @@ class pipeline_impl {
   COMMIT_ORDER_INLINE void write_rows(It first, It last, position unit_end, std::size_t unit_index,
                                       unit_failure& failure);
   template <class It>
-  COMMIT_ORDER_INLINE static void write_row(SinkPart sink, It it);
+  COMMIT_ORDER_INLINE static void write_row(Sink& sink, It it);
   template <class It>
-  [[gnu::noinline, gnu::flatten]] static void write_rows_apart(SinkPart sink, It it, const It last,
+  [[gnu::noinline, gnu::flatten]] static void write_rows_apart(Sink& sink, It it, const It last,
                                                                It& at);
   // Non-transactional retry and dead-lettering act on the one record, in place.
   template <class E>
   COMMIT_ORDER_INLINE void write_handled(record_ref r, const E& event, unit_failure& failure);
   template <class E>
-  COMMIT_ORDER_INLINE void apply_one(SinkPart sink, partition_id k, offset o, const E& event);
+  COMMIT_ORDER_INLINE void apply_one(Sink& sink, partition_id k, offset o, const E& event);
 
   // ---- writes handed to an executor (detail/async_path.hpp) ---------------------------------
 
@@ -467,7 +472,7 @@ class pipeline_impl {
   void wait_idle() { async_.wait_idle(); }
   template <class E>
   void hand_out(partition_id k, offset o, const E& event) {
-    async_.hand_out(sink_, settings_.max_in_flight, settings_.world_backoff, k, o, event);
+    async_.hand_out(&sink_.sink(), settings_.max_in_flight, settings_.world_backoff, k, o, event);
   }
   void commit_all_completed() { async_.commit_all_completed(*this); }
   void settle_failures() { async_.settle_failures(*this); }
@@ -509,6 +514,7 @@ class pipeline_impl {
   std::size_t unit_size_ = 0;  // the records of the unit being processed (see process_unit)
   [[no_unique_address]] std::conditional_t<faults_enabled, std::size_t, nothing> units_started_{};
   [[no_unique_address]] std::conditional_t<interruptible, std::size_t, nothing> refused_commits_{};
+  unit_failure failure_{};  // see unit_failure
   bool recovered_ = false;
   bool tx_open_ = false;
 };

@@ -117,7 +117,8 @@ inline void pipeline_impl<Config>::process_unit(It first, It last, std::size_t c
   else
     (void)count;
   [[maybe_unused]] std::size_t world_tries = 0;
-  unit_failure failure{};
+  // Empty here: the failure protocol below empties it whenever it reads it.
+  unit_failure& failure = failure_;
   for (;;) {
     try {
       run_unit(first, last, unit_end, unit_index, failure,
@@ -249,7 +250,7 @@ inline void pipeline_impl<Config>::write_before(It first, It last, record_ref ba
     return;
   in_transaction_of_its_own([&] {
     for (It it = first; it != end; ++it)
-      apply_one(sink_, partition_of(*it), offset_of(*it), event_of(*it));
+      apply_one(sink_.sink(), partition_of(*it), offset_of(*it), event_of(*it));
   });
 }
 
@@ -298,12 +299,15 @@ inline void pipeline_impl<Config>::run_unit(It first, It last, position unit_end
 template <class Config>
 template <class It>
 inline void pipeline_impl<Config>::commit_unit(It first, It last, position unit_end) {
-  commit_positions(first, last, parts_.unit_ends(unit_end));
+  if constexpr (partitioned && batch_position_store<Store>)
+    commit_positions(first, last, parts_.unit_ends(unit_end));
+  else
+    parts_.each_unit_end(unit_end, [&](start_at s) { commit_position(first, last, s); });
 }
 
 // Positions of records in [first, last), to the store: per partition in one request where the
 // store takes them so (batch_position_store), so a unit is never committed in one partition
-// only; with the fingerprint of the record each follows where the store keeps one.
+// only.
 template <class Config>
 template <class It, class Ends>
 inline void pipeline_impl<Config>::commit_positions(It first, It last, const Ends& ends) {
@@ -314,26 +318,33 @@ inline void pipeline_impl<Config>::commit_positions(It first, It last, const End
     for (const start_at& s : ends)
       parts_.entry(s.partition).committed = s.at;
   } else {
-    for (const start_at& s : ends) {
-      if constexpr (checks_offsets) {
-        // One partition's store that keeps the fingerprint beside its one position.
-        (void)first;
-        store_->commit(s.at, source_->fingerprint(*(last - 1)));
-      } else if constexpr (checks_store_start) {
-        // With the fingerprint of the record the position follows, when the records at hand
-        // hold it (a failed unit's prefix may stop a partition at its first record).
-        if (const auto f = fingerprint_before(first, last, s.partition, s.at))
-          store_->commit(s.partition, s.at, *f);
-        else
-          store_->commit(s.partition, s.at);
-      } else {
-        (void)first;
-        (void)last;
-        store_->commit(s.partition, s.at);
-      }
-      parts_.entry(s.partition).committed = s.at;
-    }
+    for (const start_at& s : ends)
+      commit_position(first, last, s);
   }
+}
+
+// One partition's position after a record of [first, last), to the store: with the fingerprint
+// of the record it follows where the store keeps one.
+template <class Config>
+template <class It>
+inline void pipeline_impl<Config>::commit_position(It first, It last, start_at s) {
+  if constexpr (checks_offsets) {
+    // One partition's store that keeps the fingerprint beside its one position.
+    (void)first;
+    store_->commit(s.at, source_->fingerprint(*(last - 1)));
+  } else if constexpr (checks_store_start) {
+    // With the fingerprint of the record the position follows, when the records at hand
+    // hold it (a failed unit's prefix may stop a partition at its first record).
+    if (const auto f = fingerprint_before(first, last, s.partition, s.at))
+      store_->commit(s.partition, s.at, *f);
+    else
+      store_->commit(s.partition, s.at);
+  } else {
+    (void)first;
+    (void)last;
+    store_->commit(s.partition, s.at);
+  }
+  parts_.entry(s.partition).committed = s.at;
 }
 
 // The fingerprint of the record of partition `k` just before position `p`, if [first, last)

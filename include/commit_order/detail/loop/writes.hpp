@@ -53,9 +53,9 @@ inline void pipeline_impl<Config>::write_rows(It first, It last, position unit_e
     It at = first;
     try {
       if (first + 1 == last) {
-        write_row(sink_, first);
+        write_row(sink_.sink(), first);
       } else {
-        write_rows_apart(sink_, first, last, at);
+        write_rows_apart(sink_.sink(), first, last, at);
       }
     } catch (const infrastructure_error&) {
       throw;  // the world's failure, not the record's: no handling blames the record
@@ -70,7 +70,7 @@ inline void pipeline_impl<Config>::write_rows(It first, It last, position unit_e
     // itself carries nothing extra for the failure path.
     // The sink is held in a local: through the member pointer, every write could (for all
     // the compiler knows) have changed it, and each record would reload it.
-    SinkPart sink = sink_;
+    Sink& sink = sink_.sink();
     It it = first;
     // A failing timer commit, carried out of the loop's handler.
     [[maybe_unused]] std::conditional_t<row_timer, std::exception_ptr, nothing> timer_failure{};
@@ -116,8 +116,8 @@ inline void pipeline_impl<Config>::write_rows(It first, It last, position unit_e
 
 template <class Config>
 template <class It>
-inline void pipeline_impl<Config>::write_row(SinkPart sink, It it) {
-  sink.apply(partition_of(*it), offset_of(*it), Transform{}(event_of(*it)));
+inline void pipeline_impl<Config>::write_row(Sink& sink, It it) {
+  SinkPart::apply(sink, partition_of(*it), offset_of(*it), Transform{}(event_of(*it)));
 }
 
 // The rows of a unit of more than one, where nothing but the sink runs per row (rows_apart): a
@@ -128,7 +128,7 @@ inline void pipeline_impl<Config>::write_row(SinkPart sink, It it) {
 // of the row it is at, which write_rows reads when the sink throws: one store per row.
 template <class Config>
 template <class It>
-void pipeline_impl<Config>::write_rows_apart(SinkPart sink, It it, const It last, It& at) {
+void pipeline_impl<Config>::write_rows_apart(Sink& sink, It it, const It last, It& at) {
   do {
     at = it;
     write_row(sink, it);
@@ -143,7 +143,7 @@ inline void pipeline_impl<Config>::write_handled(record_ref r, const E& event,
   [[maybe_unused]] std::size_t world_tries = 0;
   for (;;) {
     try {
-      apply_one(sink_, r.partition, r.at, event);
+      apply_one(sink_.sink(), r.partition, r.at, event);
       return;
     } catch (const infrastructure_error& x) {
       // Never retried or dead-lettered as the record's; retry_world tries the write again (it
@@ -177,17 +177,16 @@ inline void pipeline_impl<Config>::write_handled(record_ref r, const E& event,
 
 template <class Config>
 template <class E>
-inline void pipeline_impl<Config>::apply_one(SinkPart sink, partition_id k, offset o,
-                                             const E& event) {
+inline void pipeline_impl<Config>::apply_one(Sink& sink, partition_id k, offset o, const E& event) {
   decltype(auto) row = transform_(event);
-  if constexpr (std::is_same_v<decltype(sink.apply(k, o, row)), write_outcome> &&
+  if constexpr (std::is_same_v<decltype(SinkPart::apply(sink, k, o, row)), write_outcome> &&
                 observes<observer_type, events::replay_absorbed, offset>) {
-    if (sink.apply(k, o, row) == write_outcome::absorbed) {
+    if (SinkPart::apply(sink, k, o, row) == write_outcome::absorbed) {
       notify<events::replay_absorbed>(o);
       return;
     }
   } else {
-    sink.apply(k, o, row);
+    SinkPart::apply(sink, k, o, row);
   }
   notify<events::row_written>(o);
 }
