@@ -202,12 +202,8 @@ class pipeline_impl {
       parts_.clear();
       source_->listen(listener_);
     } else {
-      std::vector<partition_id> owned;
-      for (const auto& k : source_->assignment())
-        owned.push_back(partition_id(k));
-      std::ranges::sort(owned);
       parts_.clear();
-      const auto starts = claim_and_check(owned, std::nullopt);
+      const auto starts = claim_and_check(owned_partitions(), std::nullopt);
       for (const start_at& s : starts)
         source_->seek(s.partition, s.at);
       if (!starts.empty())
@@ -336,6 +332,19 @@ class pipeline_impl {
   [[nodiscard]] faults_type& faults() noexcept { return faults_; }
 
  private:
+  // The partitions the source assigns this consumer, in ascending order.
+  auto owned_partitions() {
+    if constexpr (partitioned) {
+      std::vector<partition_id> owned;
+      for (const auto& k : source_->assignment())
+        owned.push_back(partition_id(k));
+      std::ranges::sort(owned);
+      return owned;
+    } else {
+      return source_->assignment();
+    }
+  }
+
   // ---- partitions (loop/partitions.hpp) -----------------------------------------------------
   // Where each partition starts: loaded or claimed, checked against what the source retains.
 
