@@ -13,6 +13,7 @@
 #include <commit_order/adapters/memory/synchronized.hpp>
 
 #include "support/flaky.hpp"
+#include "support/named_partition_log.hpp"
 #include "support/orders.hpp"
 
 namespace co = commit_order;
@@ -213,4 +214,29 @@ TEST_CASE("a write the executor drops is reported, never silently left behind") 
   }
   CHECK(ex.dropped == 6);
   CHECK_FALSE(st.load().has_value());
+}
+
+TEST_CASE("an executor's writes commit the position of a source whose records name partition 3") {
+  // The records of a single-partition source may name their stream's partition; completions
+  // are still partition 0's, the one the pipeline commits. Tracked under the record's partition,
+  // they would never move partition 0's position, and every restart would replay everything.
+  order_log log = make_log(10, 10);
+  named_partition_log src(log, co::partition_id{3});
+  concurrent_table table;
+  store st;
+  executor ex;
+  co::pipeline<named_partition_log, concurrent_table, co::AtLeastOnce<>, co::with_store<store>,
+               co::with_executor<executor>>
+      p(src, table, st, ex, co::settings{.batch_size = 4});
+  CHECK(p.poll_once() == 4);
+  ex.run_all();
+  CHECK(p.poll_once() == 4);  // the commit step covers 0..3
+  CHECK(st.load() == co::position{4});
+  ex.run_all();
+  CHECK(p.poll_once() == 2);
+  ex.run_all();
+  CHECK(p.poll_once() == 0);
+  CHECK(st.load() == co::position{10});
+  CHECK(p.committed_position() == co::position{10});
+  CHECK(table.inner().size() == 10);
 }

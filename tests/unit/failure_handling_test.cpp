@@ -13,6 +13,7 @@
 #include <string>
 
 #include "support/flaky.hpp"
+#include "support/named_partition_log.hpp"
 #include "support/orders.hpp"
 
 namespace co = commit_order;
@@ -83,6 +84,32 @@ TEST_CASE("stop / AtLeastOnce: only the durable contiguous prefix is committed")
   CHECK(restarted.recover() == co::position{300});
   CHECK(restarted.run() == 200);
   CHECK(table.size() == 500);
+}
+
+TEST_CASE("stop: a source whose records name partition 3 reports partition 0's position") {
+  // A single-partition source's one position is the pipeline's, whatever partition its
+  // records name: the error, progress() and committed_position() all report it.
+  order_log log = five_hundred();
+  named_partition_log src(log, co::partition_id{3});
+  guarded_table table;
+  store st;
+  flaky_sink<guarded_table> sink{table, {{bad, 1}}};
+  co::pipeline<named_partition_log, flaky_sink<guarded_table>, co::AtLeastOnce<>,
+               co::with_store<store>>
+      p(src, sink, st, one_batch);
+  try {
+    p.poll_once();
+    FAIL("the failure must surface");
+  } catch (const co::record_failed& e) {
+    CHECK(e.failed() == bad);
+    CHECK(e.partition() == co::partition_id{3});  // the record, as its source names it
+    CHECK(e.committed() == co::position{300});
+  }
+  CHECK(st.load() == co::position{300});
+  CHECK(p.committed_position() == co::position{300});
+  CHECK(p.committed_position(co::partition_id{3}) == co::position{300});
+  CHECK(p.progress(co::partition_id{3}).committed == co::position{300});
+  CHECK(p.progress(co::partition_id{3}).read == p.progress().read);
 }
 
 TEST_CASE("stop / AtMostOnce: the position had already passed it, and the error says so") {

@@ -93,14 +93,14 @@ class partition_table<Entry, false> {
   std::vector<start_at> unit_ends_;
 };
 
-/// A single-partition source's one partition, 0, always owned.
+/// A single-partition source's one partition, 0, always owned. Every partition id names it:
+/// its records may name the stream's partition they come from (a Kafka partition_source's
+/// name the topic's), and a position asked for under that name is this one.
 template <class Entry>
 class partition_table<Entry, true> {
  public:
-  const Entry* find(partition_id k) const noexcept {
-    return k == partition_id{0} ? &one_ : nullptr;
-  }
-  Entry* find(partition_id k) noexcept { return k == partition_id{0} ? &one_ : nullptr; }
+  const Entry* find(partition_id /*any*/) const noexcept { return &one_; }
+  Entry* find(partition_id /*any*/) noexcept { return &one_; }
   Entry& entry(partition_id /*always 0*/) noexcept { return one_; }
   std::span<Entry, 1> all() noexcept { return std::span<Entry, 1>(&one_, 1); }
   std::span<const Entry, 1> all() const noexcept { return std::span<const Entry, 1>(&one_, 1); }

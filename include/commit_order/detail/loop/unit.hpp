@@ -348,7 +348,8 @@ inline void pipeline_impl<Config>::commit_position(It first, It last, start_at s
 }
 
 // The fingerprint of the record of partition `k` just before position `p`, if [first, last)
-// holds it.
+// holds it. A single-partition source's records are all partition 0's, whatever partition
+// their own type names (a Kafka partition_source's records name the topic's partition).
 template <class Config>
 template <class It>
 inline std::optional<std::uint64_t> pipeline_impl<Config>::fingerprint_before(It first, It last,
@@ -356,7 +357,7 @@ inline std::optional<std::uint64_t> pipeline_impl<Config>::fingerprint_before(It
                                                                               position p) {
   for (It it = last; it != first; --it) {
     const auto& r = *(it - 1);
-    if (partition_of(r) == k && position::after(offset_of(r)) == p)
+    if ((!partitioned || partition_of(r) == k) && position::after(offset_of(r)) == p)
       return source_->fingerprint(r);
   }
   return std::nullopt;
@@ -369,7 +370,7 @@ inline void pipeline_impl<Config>::run_step(It first, It last, position unit_end
                                             [[maybe_unused]] unit_failure& failure) {
   if constexpr (Step == step_kind::write && async) {
     for (It it = first; it != last; ++it)
-      hand_out(partition_of(*it), offset_of(*it), event_of(*it));
+      hand_out(*it);
   } else if constexpr (Step == step_kind::write) {
     if constexpr (implicit_tx) {
       sink_->begin();
