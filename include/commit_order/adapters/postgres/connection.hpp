@@ -397,6 +397,15 @@ class connection final {
     return conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
   }
 
+  /// True when the server may hold a transaction of this connection open, as of the last
+  /// answer read (a transaction open or failed; or statements whose answers are unread).
+  [[nodiscard]] bool in_transaction() const noexcept {
+    if (!connected())
+      return false;
+    const PGTransactionStatusType s = PQtransactionStatus(conn_.get());
+    return s != PQTRANS_IDLE && s != PQTRANS_UNKNOWN;
+  }
+
   /// Drops the connection; the server rolls back whatever transaction it had open.
   void drop() noexcept { conn_.reset(); }
 
