@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: BSL-1.0
 // The PostgreSQL sink's transaction, against a real server: reading progress sends nothing
-// (watched at the connection, with libpq's protocol trace) and reports what is durable.
+// (watched at the connection, with libpq's protocol trace) and reports what is durable; and a
+// COMMIT whose answer is lost -- the connection cut by a proxy after COMMIT was sent, before
+// and after the server ran it -- is `commit_in_doubt`, never `connection_lost`, and the
+// recovery that follows resumes from the stored position with nothing lost and nothing
+// applied twice.
 #include <doctest/doctest.h>
 
 #include <libpq-fe.h>
@@ -9,11 +13,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <commit_order/adapters/memory.hpp>
 
+#include "commit_cut_proxy.hpp"
 #include "pg_orders.hpp"
 #include "pg_support.hpp"
 
@@ -70,6 +77,20 @@ struct peeking final : Sink {
   }
   void apply(co::offset o, const order_event& row) { apply(co::partition_id{0}, o, row); }
 };
+
+/// An audit of orders_flat: one row per row the table took (inserted or changed), with the
+/// offset it came from, in the same transaction -- a record applied twice shows twice, a unit
+/// rolled back not at all.
+void audit(const std::string& schema) {
+  client c(conninfo(), schema);
+  c.exec("CREATE TABLE applied (source_offset BIGINT NOT NULL)");
+  c.exec(
+      "CREATE FUNCTION note_applied() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO "
+      "applied VALUES (NEW.source_offset); RETURN NULL; END $$");
+  c.exec(
+      "CREATE TRIGGER note_applied AFTER INSERT OR UPDATE ON orders_flat FOR EACH ROW EXECUTE "
+      "FUNCTION note_applied()");
+}
 
 }  // namespace
 
@@ -157,4 +178,132 @@ TEST_CASE("the applied watermark is read with a claim and raised by a commit, ne
   CHECK(by_version.applied_watermark(p0) == std::nullopt);
   CHECK(by_version.load_position(p0) == std::nullopt);  // a read: the table's watermark is 7
   CHECK(by_version.applied_watermark(p0) == co::offset{7});
+}
+
+// ---- a COMMIT whose answer is lost ---------------------------------------------------------
+
+namespace {
+
+struct in_doubt_run {
+  std::int64_t stored_after_cut = 0;  ///< the position the server holds right after the cut
+  std::uint64_t rows_sent_on_recovery = 0;
+  std::uint64_t absorbed_on_recovery = 0;
+  std::size_t records_on_recovery = 0;
+};
+
+// Twenty records through a pipeline whose connection goes through the proxy, ten per unit;
+// the second unit's COMMIT is cut at `where`. Checks the error, then recovers.
+in_doubt_run cut_second_commit(const std::string& schema, commit_cut_proxy::cut where) {
+  commit_cut_proxy proxy(conninfo());
+  order_log log = orders(20);
+  guarded<> sink(proxy.conninfo(), in_schema(schema));
+  audit(schema);
+  co::pipeline<order_log, guarded<>, co::TransactionalPosition<>> p(log, sink,
+                                                                    co::settings{.batch_size = 10});
+  REQUIRE(p.poll_once() == 10);
+  REQUIRE(proxy.cuts() == 0);
+  proxy.arm(where);
+  try {
+    p.poll_once();
+    FAIL("the unit whose COMMIT answer was lost must fail");
+  } catch (const pg::commit_in_doubt& e) {
+    INFO(e.what());
+    CHECK(e.sqlstate().starts_with("08"));
+    const std::vector<pg::commit_in_doubt::stored> stored(e.positions().begin(),
+                                                          e.positions().end());
+    CHECK(stored == std::vector<pg::commit_in_doubt::stored>{{p0, co::position{20}}});
+  } catch (const pg::connection_lost& e) {
+    FAIL("a COMMIT whose answer was lost is in doubt, not a connection lost before it: "
+         << std::string(e.what()));
+  }
+  CHECK(proxy.cuts() == 1);  // the connection was cut at the COMMIT, and only there
+  in_doubt_run run;
+  client c(conninfo(), schema);
+  run.stored_after_cut =
+      c.integer("SELECT position FROM commit_order_positions WHERE stream = 'orders'").value_or(-1);
+
+  // Recovery reads the stored position (a claim, on a new connection) and resumes there.
+  const pg::sink_stats before = sink.stats();
+  run.records_on_recovery = p.run();
+  run.rows_sent_on_recovery = sink.stats().rows_sent - before.rows_sent;
+  run.absorbed_on_recovery = sink.stats().rows_absorbed - before.rows_absorbed;
+  CHECK(sink.database().connects() == 2);
+  CHECK(sink.load_position(p0) == co::position{20});
+  CHECK(p.progress(p0).committed == co::position{20});
+  // Nothing lost, nothing applied twice: every record's row, each taken once by the table.
+  CHECK(c.count("orders_flat") == 20);
+  CHECK(c.count("orders_flat WHERE source_offset = order_id AND total_cents = 1000 + order_id") ==
+        20);
+  CHECK(c.count("applied") == 20);
+  CHECK(c.integer("SELECT count(DISTINCT source_offset) FROM applied") == 20);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a COMMIT answer lost after the server committed is in doubt, and recovery goes on after it") {
+  const std::string schema = fresh_schema(conninfo(), "t_tx_doubt_landed");
+  const in_doubt_run run = cut_second_commit(schema, commit_cut_proxy::cut::after_server);
+  CHECK(run.stored_after_cut == 20);    // the unit committed
+  CHECK(run.records_on_recovery == 0);  // nothing read again
+  CHECK(run.rows_sent_on_recovery == 0);
+  CHECK(run.absorbed_on_recovery == 0);
+}
+
+TEST_CASE("a COMMIT lost before the server ran it is in doubt, and recovery redoes the unit once") {
+  const std::string schema = fresh_schema(conninfo(), "t_tx_doubt_lost");
+  const in_doubt_run run = cut_second_commit(schema, commit_cut_proxy::cut::before_server);
+  CHECK(run.stored_after_cut == 10);     // the unit did not commit
+  CHECK(run.records_on_recovery == 10);  // read again from its first record
+  CHECK(run.rows_sent_on_recovery == 10);
+  CHECK(run.absorbed_on_recovery == 0);  // none of its rows was there to absorb
+}
+
+TEST_CASE("a session ended while COMMIT runs is in doubt, not a lost connection") {
+  // The server ends the session (pg_terminate_backend: 57P01) while a deferred constraint
+  // trigger holds the COMMIT at the server; the answer is the session's end, not COMMIT's.
+  const std::string schema = fresh_schema(conninfo(), "t_tx_doubt_terminated");
+  guarded<> sink(conninfo(), in_schema(schema));
+  sink.begin();
+  sink.claim(p0, co::epoch{1});
+  sink.commit();
+  client admin(conninfo(), schema);
+  admin.exec(
+      "CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM "
+      "pg_sleep(60); RETURN NULL; END $$");
+  admin.exec(
+      "CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT ON orders_flat DEFERRABLE INITIALLY "
+      "DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit()");
+  const int backend = PQbackendPID(sink.database().get());
+  std::jthread terminator([&] {
+    client watcher(conninfo());
+    const std::string holding =
+        "SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(backend) +
+        " AND wait_event = 'PgSleep' AND query = 'COMMIT'";
+    for (int i = 0; i < 6000 && watcher.integer(holding) != 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    watcher.exec("SELECT pg_terminate_backend(" + std::to_string(backend) + ")");
+  });
+  sink.begin();
+  sink.apply(p0, co::offset{0}, order_event{1, 1, 1, 1});
+  sink.store_position(p0, co::position{1});
+  try {
+    sink.commit();
+    FAIL("a COMMIT whose session was ended must fail");
+  } catch (const pg::commit_in_doubt& e) {
+    INFO(e.what());
+    CHECK(e.sqlstate() == "57P01");
+  } catch (const pg::connection_lost& e) {
+    FAIL("a COMMIT whose answer was lost is in doubt: " << std::string(e.what()));
+  }
+  terminator.join();
+  // Nothing more goes into the transaction in doubt; rollback() ends it, and the stored
+  // position, read on a new connection, resolves it: the trigger had not returned, so no.
+  CHECK_THROWS_AS(sink.apply(p0, co::offset{1}, order_event{2, 1, 1, 1}), std::logic_error);
+  sink.rollback();
+  admin.exec("DROP TRIGGER hold_commit ON orders_flat");
+  CHECK(sink.load_position(p0) == std::nullopt);
+  CHECK(sink.database().connects() == 2);
+  CHECK(admin.count("orders_flat") == 0);
 }

@@ -63,11 +63,14 @@
 //     `serialization_retries` times; the position is only stored with its rows), then
 //     `serialization_failure`, an infrastructure_error. Only a unit nothing of which was sent
 //     before commit() is retried so (the pipeline's units; not a claim).
-//   the connection lost, the server shutting down (57P01/57P02): `connection_lost`. A unit
-//     whose connection died before its COMMIT was sent is sent once more on a new connection
-//     (nothing of it was committed); otherwise the sink reopens the connection at its next
-//     transaction and the pipeline redoes the unit. A COMMIT whose answer was lost may or may
-//     not have happened: rows and position went together either way, and recovery reads which.
+//   the connection lost, the server shutting down (57P01/57P02), before COMMIT was sent:
+//     `connection_lost`. Nothing of the transaction is left on the server. A unit whose
+//     connection died so is sent once more on a new connection; otherwise the sink reopens the
+//     connection at its next transaction and the pipeline redoes the unit.
+//   the same after COMMIT was sent, before its answer arrived: `commit_in_doubt`. The
+//     transaction may have committed; COMMIT is never sent again. Rows and positions went
+//     together either way: recovery reads the position (the next claim) and resumes after the
+//     unit or redoes it -- nothing lost, nothing applied twice.
 //   disk full (53100), any other failure: infrastructure_error; the unit is redone.
 // Outside a transaction apply() is its own transaction, and a refused row throws its
 // `record_error` directly.
@@ -384,8 +387,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   /// Sends what the transaction buffered, checks the fence, the positions and the guard, and
   /// commits (see above). Throws `fenced`, `key_moved_partition`, `row_failed` (a row refused
-  /// for its values, naming its record) or an infrastructure_error; the transaction must then
-  /// be rolled back.
+  /// for its values, naming its record), `commit_in_doubt` (the connection failed after COMMIT
+  /// was sent) or an infrastructure_error; the transaction must then be rolled back.
   void commit() {
     if (!tx_.begun())
       throw std::logic_error("commit_order::postgres: commit() without begin()");
@@ -416,9 +419,9 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
       } catch (const connection_lost&) {
         // A connection that died before COMMIT was sent took nothing of the unit with it (the
         // server discards an open transaction): the unit goes again, once, on a new
-        // connection -- the server restarted, or ended an idle session, between two units. A
-        // COMMIT whose answer was lost is never sent again (it may have happened).
-        if (!whole || reconnected || tx_.state() == phase::in_doubt) {
+        // connection -- the server restarted, or ended an idle session, between two units. (A
+        // COMMIT whose answer was lost is commit_in_doubt, never sent again.)
+        if (!whole || reconnected) {
           tx_.fail();
           throw;
         }
@@ -869,10 +872,11 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     }
   }
 
-  // COMMIT, in a round trip of its own, after every check was read.
+  // COMMIT, in a round trip of its own, after every check was read. Its answer lost with the
+  // connection is commit_in_doubt (the transaction object throws it, naming the positions).
   void send_commit() {
     ++stats_.round_trips;
-    const result r = tx_.commit();
+    const result r = tx_.commit([this] { return unit_.stored_positions(); });
     if (r.ok())
       return;
     if (is_record_failure(r.sqlstate()))  // a deferred constraint: does one record fail?

@@ -17,11 +17,12 @@
 //
 // A connection lost before COMMIT was sent took the transaction with it (the server discards
 // an open transaction of a connection that is gone): nothing of it happened. One lost after
-// COMMIT was sent and before its answer arrived may have committed (in_doubt): COMMIT is never
+// COMMIT was sent and before its answer arrived may have committed: `commit_in_doubt`, never
 // sent again, and recovery reads which from the positions the transaction stored.
 #pragma once
 
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include "commit_order/adapters/postgres/connection.hpp"
@@ -98,18 +99,24 @@ class transaction final {
 
   /// Sends COMMIT and reads its answer. Returns it: success (the transaction is over), or the
   /// server's refusal (a deferred constraint, a serialization failure: the server rolled the
-  /// transaction back), for the caller to classify. A failure of the round trip is thrown as it
-  /// is; if it took the connection, the transaction is in doubt: it may have committed.
-  result commit() {
+  /// transaction back), for the caller to classify. Throws `commit_in_doubt`, naming what
+  /// `stored()` returns (the positions the transaction stored), when the connection failed
+  /// before the answer arrived; any other failure of the round trip as it is.
+  template <class Stored>
+  result commit(Stored&& stored) {
     db_->send("COMMIT");  // queued only: a connection already gone fails here, sending nothing
     phase_ = phase::committing;
     try {
       db_->run();
-    } catch (const infrastructure_error&) {
-      // Still connected: the server answered, and the connection says why it is not the answer
-      // wanted (a COMMIT acknowledged after its wait for a standby was cancelled).
-      phase_ = db_->connected() ? phase::failed : phase::in_doubt;
-      throw;
+    } catch (const infrastructure_error& e) {
+      if (db_->connected()) {
+        // The server answered, and the connection says why it is not the answer wanted (a
+        // COMMIT acknowledged after its wait for a standby was cancelled: connection::run).
+        phase_ = phase::failed;
+        throw;
+      }
+      phase_ = phase::in_doubt;
+      throw commit_in_doubt(e.sqlstate(), without_prefix(e.what()), stored());
     }
     result r = std::move(db_->results().front());
     phase_ = r.ok() ? phase::idle : phase::failed;
@@ -143,6 +150,11 @@ class transaction final {
   }
 
  private:
+  static std::string_view without_prefix(std::string_view what) noexcept {
+    constexpr std::string_view prefix = "commit_order::postgres: ";
+    return what.starts_with(prefix) ? what.substr(prefix.size()) : what;
+  }
+
   connection* db_;
   phase phase_ = phase::idle;
 };

@@ -88,6 +88,15 @@ class unit_buffer final {
   /// Every row, in the order it was added.
   [[nodiscard]] const std::vector<row>& rows() const noexcept { return rows_; }
 
+  /// The positions the transaction stores (for an error whose outcome is in doubt).
+  [[nodiscard]] std::vector<commit_in_doubt::stored> stored_positions() const {
+    std::vector<commit_in_doubt::stored> out;
+    out.reserve(staged_.size());
+    for (const staged_position& s : staged_)
+      out.push_back({s.k, s.p});
+    return out;
+  }
+
   /// Per partition, the highest offset the table holds because of the rows sent so far (see
   /// note_sent): what the transaction raises the applied watermark to when it commits.
   [[nodiscard]] std::span<const std::pair<partition_id, offset>> present() const noexcept {
