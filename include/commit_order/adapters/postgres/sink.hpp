@@ -79,13 +79,14 @@
 //   unit_buffer.hpp   the transaction's rows and positions, planned into statements
 //   transaction.hpp   where the transaction stands with the server (one state), BEGIN's place,
 //                     COMMIT, ROLLBACK, and the outcome of a COMMIT whose answer was lost
+//   table_sql.hpp     the SQL of the data table's statements
+//   refused_row.hpp   which record of a refused unit is to blame
 //   this file         the sink: its calls, the round trips and the checks made on their
-//                     answers, the search for a refused row, the applied watermark
+//                     answers, the applied watermark
 // A const call sends nothing: applied_watermark() answers from what the sink read and
 // committed, so pipeline::progress() costs no round trip.
 #pragma once
 
-#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -95,16 +96,16 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <thread>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "commit_order/adapters/detail/write_modes.hpp"
 #include "commit_order/adapters/postgres/connection.hpp"
 #include "commit_order/adapters/postgres/position_table.hpp"
+#include "commit_order/adapters/postgres/refused_row.hpp"
 #include "commit_order/adapters/postgres/table.hpp"
+#include "commit_order/adapters/postgres/table_sql.hpp"
 #include "commit_order/adapters/postgres/text.hpp"
 #include "commit_order/adapters/postgres/transaction.hpp"
 #include "commit_order/adapters/postgres/unit_buffer.hpp"
@@ -165,120 +166,6 @@ namespace detail {
 
 using adapters::detail::key_alias;
 using adapters::detail::mode_capabilities;
-
-template <class D, class Mode>
-struct table_sql final {
-  using cols = columns_of<typename D::keys, typename D::values>;
-
-  static std::string create() {
-    const std::string t = quote_identifier(D::name);
-    std::string sql = concat("CREATE TABLE IF NOT EXISTS ", t, " (", cols::definitions(), ", ",
-                             quote_identifier(D::partition_column), " INTEGER NOT NULL, ",
-                             quote_identifier(D::offset_column), " BIGINT NOT NULL");
-    if constexpr (Mode::keyed)
-      sql.append(concat(", PRIMARY KEY (", cols::key_names(), ")"));
-    // The recovery check and the watermark read the highest offset of one partition.
-    sql.append(concat("); CREATE INDEX IF NOT EXISTS ",
-                      quote_identifier(concat(D::name, "_by_source")), " ON ", t, " (",
-                      quote_identifier(D::partition_column), ", ",
-                      quote_identifier(D::offset_column), ")"));
-    return sql;
-  }
-
-  static std::string write() {
-    const std::string partition = quote_identifier(D::partition_column);
-    const std::string offset = quote_identifier(D::offset_column);
-    std::string sql = concat("INSERT INTO ", quote_identifier(D::name), " AS t (",
-                             cols::all_names(), ", ", partition, ", ", offset,
-                             ") SELECT * FROM unnest(", cols::array_parameters(1), ", $");
-    append_integer(sql, cols::count + 1);
-    sql.append("::integer[], $");
-    append_integer(sql, cols::count + 2);
-    sql.append("::bigint[])");
-    if constexpr (Mode::keyed) {
-      const std::string updates = cols::updates();
-      sql.append(concat(" ON CONFLICT (", cols::key_names(), ") DO UPDATE SET ", updates,
-                        updates.empty() ? "" : ", ", partition, " = excluded.", partition, ", ",
-                        offset, " = excluded.", offset));
-      if constexpr (Mode::guard == guard_kind::offset) {
-        sql.append(concat(" WHERE t.", partition, " = excluded.", partition, " AND t.", offset,
-                          " < excluded.", offset));
-      } else if constexpr (Mode::guard == guard_kind::version) {
-        const std::string version = quote_identifier(version_column());
-        sql.append(concat(" WHERE t.", version, " < excluded.", version));
-      }
-      // The rows that changed: a row missing here was kept out by the guard.
-      if constexpr (Mode::guard != guard_kind::none)
-        sql.append(concat(" RETURNING ", partition, ", ", offset));
-    }
-    return sql;
-  }
-
-  /// Of the given keys, each with the partition its row came from, those whose stored row
-  /// came from another partition (the first by position in the arrays).
-  static std::string moved() {
-    const std::string partition = quote_identifier(D::partition_column);
-    std::string sql =
-        concat("SELECT u.n, t.", partition, ", t.", quote_identifier(D::offset_column),
-               " FROM unnest(", cols::key_array_parameters(1), ", $");
-    append_integer(sql, cols::key_count + 1);
-    sql.append(concat("::integer[]) WITH ORDINALITY AS u(", cols::key_names(), ", p, n) JOIN ",
-                      quote_identifier(D::name), " AS t ON ", cols::key_join("t", "u"), " WHERE t.",
-                      partition, " <> u.p ORDER BY u.n LIMIT 1"));
-    return sql;
-  }
-
-  static std::string watermark() {
-    return concat("SELECT MAX(", quote_identifier(D::offset_column), ") FROM ",
-                  quote_identifier(D::name), " WHERE ", quote_identifier(D::partition_column),
-                  " = $1");
-  }
-
-  static constexpr std::string_view version_column() {
-    if constexpr (Mode::guard == guard_kind::version) {
-      return version_column_of<typename D::values>();
-    } else {
-      return {};
-    }
-  }
-
- private:
-  template <class Values>
-  static constexpr std::string_view version_column_of() {
-    return version_name<Values>::get();
-  }
-  template <class Values>
-  struct version_name;
-  template <class... V>
-  struct version_name<value_columns<V...>> {
-    static constexpr std::string_view get() {
-      std::string_view name;
-      (
-          [&] {
-            if constexpr (std::is_same_v<decltype(V::member), decltype(Mode::member)>) {
-              if (V::member == Mode::member)
-                name = V::name;
-            }
-          }(),
-          ...);
-      return name;
-    }
-  };
-};
-
-template <class Mode, class Event>
-constexpr bool version_fits() {
-  if constexpr (Mode::guard == guard_kind::version) {
-    using member_t = std::remove_cv_t<decltype(Mode::member)>;
-    if constexpr (std::is_member_object_pointer_v<member_t>) {
-      return std::is_same_v<typename member_pointer_traits<member_t>::owner, Event>;
-    } else {
-      return false;
-    }
-  } else {
-    return true;
-  }
-}
 
 }  // namespace detail
 
@@ -605,8 +492,6 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   static constexpr const char* watermark_name = "co_watermark";
   static constexpr const char* moved_name = "co_moved";
   static constexpr std::size_t arrays_per_statement = buffer::arrays_per_statement;
-  /// Statements per round trip while looking for the row that failed.
-  static constexpr std::size_t diagnosis_chunk = 256;
 
   void stage(partition_id k, position p, epoch e, std::optional<std::uint64_t> fingerprint) {
     tx_.require("store_position()");
@@ -908,114 +793,12 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     absorbed_in_tx_ = 0;
   }
 
-  // The unit's rows were refused together with a record's SQLSTATE (`failure`): which record,
-  // if any, is to blame? Every row of the unit (what earlier round trips of this transaction
-  // sent too) is applied again, one statement each, in the order its record was applied, in
-  // transactions that are rolled back; constraints keep their declared timing.
-  // - The first statement refused is the first record that fails when the unit is applied in
-  //   offset order: commit() throws row_failed naming it (its record_error nested), and the
-  //   pipeline retries, dead-letters or stops on that record.
-  // - If none is refused, the failure is a deferred constraint's, checked when the unit ends.
-  //   A record is named only when the unit without it passes that check and the unit without
-  //   any other record does not: one entry whose counterpart is missing is named, the two
-  //   healthy halves of a pair never are (a unit of more than `diagnosis_chunk` rows is not
-  //   searched so: that costs a transaction per row).
-  // - Otherwise no record is to blame (no record is the one; or a conflict with a transaction
-  //   that has ended since): `unit_refused`, the position unmoved, nothing dead-lettered.
-  // Called once the transaction has failed (nothing of it is on the server): the probes are
-  // transactions of their own, each rolled back.
+  // The unit's rows were refused together with a record's SQLSTATE: which record, if any, is to
+  // blame (refused_row.hpp)? Called once the transaction has failed (nothing of it is on the
+  // server): the probes are transactions of their own, each rolled back.
   [[noreturn]] void diagnose(const result& failure) {
     ++stats_.diagnoses;
-    const std::vector<typename buffer::row>& rows = unit_.rows();
-    std::vector<detail::array_builder> arrays(diagnosis_chunk * arrays_per_statement);
-    std::vector<const char*> values(arrays.size());
-    // Queues the rows [from, to) but `skip`, one statement each.
-    const auto send_rows = [&](std::size_t from, std::size_t to, std::size_t skip) {
-      for (std::size_t i = from, slot = 0; i < to; ++i) {
-        if (i == skip)
-          continue;
-        detail::array_builder* a = arrays.data() + slot * arrays_per_statement;
-        for (std::size_t c = 0; c < arrays_per_statement; ++c)
-          a[c].clear();
-        buffer::add_to(a, rows[i]);
-        for (std::size_t c = 0; c < arrays_per_statement; ++c)
-          values[slot * arrays_per_statement + c] = a[c].finish();
-        db_.send_prepared(write_name, static_cast<int>(arrays_per_statement),
-                          values.data() + slot * arrays_per_statement);
-        ++slot;
-      }
-    };
-    // Runs what is queued; the index of the first statement refused, if any.
-    const auto first_refused = [&](std::string_view doing) -> std::optional<std::size_t> {
-      ++stats_.round_trips;
-      db_.run();
-      std::vector<result>& results = db_.results();
-      for (std::size_t i = 0; i < results.size(); ++i) {
-        if (results[i].ok())
-          continue;
-        if (!is_record_failure(results[i].sqlstate())) {
-          const result refused = std::move(results[i]);
-          detail::roll_back(db_);
-          db_.fail(refused, doing);
-        }
-        return i;
-      }
-      return std::nullopt;
-    };
-    const auto blame = [&](std::size_t i, std::string_view why, std::string_view sqlstate) {
-      const auto& r = rows[i];
-      try {
-        throw record_error(sqlstate,
-                           detail::concat("the row of ", cols::key_text(r.value), ": ", why));
-      } catch (...) {
-        std::throw_with_nested(row_failed(r.k, r.o, std::string(why)));
-      }
-    };
-    try {
-      db_.ensure();
-      db_.exec("BEGIN");
-      for (std::size_t from = 0; from < rows.size(); from += diagnosis_chunk) {
-        const std::size_t to = std::min(rows.size(), from + diagnosis_chunk);
-        send_rows(from, to, to);
-        if (const auto at = first_refused("applying the unit's rows one by one")) {
-          const result refused = std::move(db_.results()[*at]);
-          detail::roll_back(db_);
-          blame(from + *at, refused.message(), refused.sqlstate());
-        }
-      }
-      // Every row was taken alone: does the unit still fail its deferred constraints?
-      db_.send("SET CONSTRAINTS ALL IMMEDIATE");
-      const bool deferred = first_refused("checking the unit's deferred constraints").has_value();
-      detail::roll_back(db_);
-      if (deferred && rows.size() <= diagnosis_chunk) {
-        std::optional<std::size_t> culprit;
-        std::string why;
-        for (std::size_t skip = 0; skip < rows.size(); ++skip) {
-          db_.send("BEGIN");
-          send_rows(0, rows.size(), skip);
-          db_.send("SET CONSTRAINTS ALL IMMEDIATE");
-          const bool refused = first_refused("checking the unit without one row").has_value();
-          detail::roll_back(db_);
-          if (refused)
-            continue;
-          if (culprit) {  // two records either of which the unit passes without: neither
-            culprit.reset();
-            break;
-          }
-          culprit = skip;
-        }
-        if (culprit)
-          blame(*culprit,
-                detail::concat(failure.message(),
-                               " (the unit passes its deferred constraints without this row "
-                               "alone)"),
-                failure.sqlstate());
-      }
-    } catch (...) {
-      detail::roll_back(db_);
-      throw;
-    }
-    throw unit_refused(failure.sqlstate(), failure.message());
+    detail::blame_refused_row<D, Mode>(db_, write_name, unit_.rows(), failure, stats_.round_trips);
   }
 
   connection db_;
