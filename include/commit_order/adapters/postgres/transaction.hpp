@@ -72,13 +72,8 @@ class transaction final {
 
   /// `what` is called inside the transaction: it must have begun, and not failed.
   void require(const char* what) const {
-    if (phase_ == phase::failed || phase_ == phase::in_doubt)
-      throw std::logic_error(concat("commit_order::postgres: ", what,
-                                    " after a failure in the transaction: call rollback() first"));
-    // Outside a transaction the position would commit on its own, apart from the rows it
-    // vouches for: exactly the two-write window the sink exists to close.
-    if (phase_ == phase::idle)
-      throw std::logic_error(concat("commit_order::postgres: ", what, " outside a transaction"));
+    if (phase_ != phase::buffering && phase_ != phase::open) [[unlikely]]
+      refuse(what);
   }
   /// `what` is called outside any transaction.
   void require_none(const char* what) const {
@@ -150,6 +145,15 @@ class transaction final {
   }
 
  private:
+  [[noreturn, gnu::cold, gnu::noinline]] void refuse(const char* what) const {
+    if (phase_ == phase::idle)
+      // Outside a transaction the position would commit on its own, apart from the rows it
+      // vouches for: exactly the two-write window the sink exists to close.
+      throw std::logic_error(concat("commit_order::postgres: ", what, " outside a transaction"));
+    throw std::logic_error(concat("commit_order::postgres: ", what,
+                                  " after a failure in the transaction: call rollback() first"));
+  }
+
   static std::string_view without_prefix(std::string_view what) noexcept {
     constexpr std::string_view prefix = "commit_order::postgres: ";
     return what.starts_with(prefix) ? what.substr(prefix.size()) : what;

@@ -184,15 +184,19 @@ class unit_buffer final {
   /// (the stored row is newer by its version, whatever its offset). A row the offset guard kept
   /// out stays covered: its partition holds that key at an offset as high or higher.
   void note_sent() {
-    for (std::size_t j = 0, a = 0; j < sent_.size(); ++j) {
-      const std::uint32_t i = sent_[j];
-      if constexpr (Mode::guard == adapters::guard_kind::version) {
+    const std::size_t first = rows_sent_;
+    if constexpr (Mode::guard == adapters::guard_kind::version) {
+      std::size_t a = 0;  // absorbed_ is ascending, as the rows were sent
+      for (std::size_t i = first; i < rows_.size(); ++i) {
         if (a < absorbed_.size() && absorbed_[a] == i) {
-          ++a;  // absorbed_ follows sent_'s order
+          ++a;
           continue;
         }
+        raise_present(rows_[i].k, rows_[i].o);
       }
-      raise_present(rows_[i].k, rows_[i].o);
+    } else {
+      for (std::size_t i = first; i < rows_.size(); ++i)
+        raise_present(rows_[i].k, rows_[i].o);
     }
     rows_sent_ = rows_.size();
     staged_sent_ = staged_.size();
@@ -274,6 +278,12 @@ class unit_buffer final {
   }
 
   void raise_present(partition_id k, offset o) {
+    // Most units hold one partition: the entry of the row before is the one to raise.
+    if (!present_.empty() && present_.back().first == k) [[likely]] {
+      if (present_.back().second < o)
+        present_.back().second = o;
+      return;
+    }
     for (auto& [partition, highest] : present_) {
       if (partition == k) {
         if (highest < o)
