@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 #include "commit_order/adapters/postgres/text.hpp"
 #include "commit_order/capabilities.hpp"
 #include "commit_order/errors.hpp"
+#include "commit_order/offset.hpp"
 
 namespace commit_order::postgres {
 
@@ -40,11 +42,12 @@ namespace commit_order::postgres {
 //   class 22 (data exception: 22001 string too long, 22003 out of range, 22021 bad byte
 //     sequence, 22P02 invalid text, ...): a value the column cannot take.
 //
-// The world's -- `infrastructure_error` (and `connection_lost`, `durability_mismatch`,
-// `serialization_failure`): every other SQLSTATE, and every failure with none (libpq's own:
-// the connection was lost). In particular
+// The world's -- `infrastructure_error` (and `connection_lost`, `commit_in_doubt`,
+// `durability_mismatch`, `serialization_failure`): every other SQLSTATE, and every failure with
+// none (libpq's own: the connection was lost). In particular
 //   08xxx, a lost connection, 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect
-//     now: the server went away; the sink reconnects at its next transaction.
+//     now: the server went away; the sink reconnects at its next transaction. After COMMIT
+//     was sent, the same is `commit_in_doubt`: the transaction may have committed.
 //   53xxx (53100 disk full, 53200 out of memory, 53300 too many connections), 58xxx (I/O), XX:
 //     the server cannot do its job, for any record.
 //   40001 serialization failure, 40P01 deadlock: retried by the sink with the whole unit (see
@@ -126,6 +129,42 @@ class unit_refused final : public infrastructure_error {
 class connection_lost final : public infrastructure_error {
  public:
   using infrastructure_error::infrastructure_error;
+};
+
+/// COMMIT was sent and the connection failed before its answer arrived (the server went away,
+/// the network broke, the session was ended): the transaction may have committed or not, and
+/// nothing on this side can tell (libpqxx's in_doubt_error). It is not connection_lost, which
+/// says that nothing of the transaction is left, and the COMMIT is never sent again. The
+/// world's failure: the pipeline rolls the unit back and recovers at its next poll. A sink's
+/// rows and positions commit together, so the position stored for a partition the transaction
+/// stored says which: recovery reads it (a claim) and resumes after the unit if it committed,
+/// or from the unit if not -- nothing is lost and nothing applied twice. `positions()` are the
+/// positions the transaction stored, for a caller who reads them back itself.
+class commit_in_doubt final : public infrastructure_error {
+ public:
+  /// A position the transaction in doubt stored.
+  struct stored final {
+    partition_id partition;
+    commit_order::position at;
+    friend bool operator==(const stored&, const stored&) = default;
+  };
+
+  commit_in_doubt(std::string_view sqlstate, std::string_view why, std::vector<stored> positions)
+      : infrastructure_error(
+            sqlstate, detail::concat("COMMIT was sent and the connection failed before its answer "
+                                     "arrived (",
+                                     why,
+                                     "): whether the transaction committed is unknown -- the "
+                                     "positions it stored say which, and recovery reads them"))
+      , positions_(std::make_shared<const std::vector<stored>>(std::move(positions))) {}
+
+  /// The positions the transaction stored (none for a transaction that stored none: its rows
+  /// are then absorbed by the guard, or rewritten, when the unit is redone).
+  [[nodiscard]] std::span<const stored> positions() const noexcept { return *positions_; }
+
+ private:
+  // Shared: copying an exception must not throw.
+  std::shared_ptr<const std::vector<stored>> positions_;
 };
 
 /// True when a failure with this SQLSTATE is the record's (see above).
@@ -395,6 +434,15 @@ class connection final {
   /// True while the connection is up, as far as the last call could tell.
   [[nodiscard]] bool connected() const noexcept {
     return conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
+  }
+
+  /// True when the server may hold a transaction of this connection open, as of the last
+  /// answer read (a transaction open or failed; or statements whose answers are unread).
+  [[nodiscard]] bool in_transaction() const noexcept {
+    if (!connected())
+      return false;
+    const PGTransactionStatusType s = PQtransactionStatus(conn_.get());
+    return s != PQTRANS_IDLE && s != PQTRANS_UNKNOWN;
   }
 
   /// Drops the connection; the server rolls back whatever transaction it had open.

@@ -68,7 +68,7 @@ class position_store final {
   /// The position stored for partition `k` (none before its first commit). Throws
   /// position_bound_elsewhere when the row vouches for another table or source than a bound
   /// store (see bind_to).
-  [[nodiscard]] std::optional<position> load(partition_id k) const {
+  [[nodiscard]] std::optional<position> load(partition_id k) {
     if (!bound_to_.empty())
       reserve(k);
     loaded_fingerprint_.reset();
@@ -126,14 +126,14 @@ class position_store final {
   }
 
   // The same for a single-partition stream: partition 0.
-  [[nodiscard]] std::optional<position> load() const { return load(partition_id{0}); }
+  [[nodiscard]] std::optional<position> load() { return load(partition_id{0}); }
   void commit(position p) { commit(partition_id{0}, p); }
   /// Partition 0's position with the fingerprint of the record it follows (fingerprint_store:
   /// a single-partition source that reads a record at an offset on demand, the file log, is
   /// compared with it at recovery).
   void commit(position p, std::uint64_t fingerprint) { commit(partition_id{0}, p, fingerprint); }
   /// The fingerprint stored with partition 0's position (none when stored without one).
-  [[nodiscard]] std::optional<std::uint64_t> load_fingerprint() const {
+  [[nodiscard]] std::optional<std::uint64_t> load_fingerprint() {
     (void)load(partition_id{0});
     return loaded_fingerprint();
   }
@@ -171,7 +171,7 @@ class position_store final {
     ++commits_;
   }
 
-  void reserve(partition_id k) const {
+  void reserve(partition_id k) {
     std::string part;
     detail::append_integer(part, k.value());
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str(),
@@ -189,7 +189,7 @@ class position_store final {
         options_.position_table, " -- name this consumer in store_options::stream"));
   }
 
-  result load_row(partition_id k) const {
+  result load_row(partition_id k) {
     std::string part;
     detail::append_integer(part, k.value());
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str()};
@@ -214,12 +214,12 @@ class position_store final {
                                   options_.topic, held, bound_to_);
   }
 
-  mutable connection db_;
+  connection db_;
   store_options options_;
   std::string data_table_;     ///< the sink's table the positions vouch for (bind_to)
   std::string data_database_;  ///< its database, when it is not the positions' own
   std::string bound_to_;       ///< what the positions vouch for (bind_to); empty: unbound
-  mutable std::optional<std::uint64_t> loaded_fingerprint_;  ///< of the last load's row
+  std::optional<std::uint64_t> loaded_fingerprint_;  ///< of the last load's row
   std::size_t commits_ = 0;
 };
 

@@ -34,17 +34,14 @@
 // read: a zombie's position update that changed no row raises no error, so a COMMIT already
 // in the pipeline would commit the zombie's rows.
 //
-// Every row of a unit is sent, in the order its record was applied; a statement carries at
-// most `rows_per_statement` rows and never a key twice (it could not touch one row twice:
-// 21000): a row whose key came earlier in its statement starts the next statement, so it
-// applies after that row, as record by record, and the server's guard (offset, version) and
-// constraints decide what stays -- never an ordering of this code's, which could differ from
-// the server's (a text version under a collation, a NaN). Constraints between the rows of one
-// unit (a unique non-key column one row gives up and a later one takes, a parent before its
-// children in the same table) behave as applying the records in offset order does. The same
-// key from two partitions in one unit is `key_moved_partition` under the offset guard. Two
-// writers whose units share keys in different orders can deadlock (40P01); the sink redoes the
-// unit (below), as it does a serialization failure.
+// Every row of a unit is sent, in the order its record was applied, and the server's guard
+// (offset, version) and constraints decide what stays -- never an ordering of this code's,
+// which could differ from the server's (a text version under a collation, a NaN); how the rows
+// become statements is in unit_buffer.hpp. Constraints between the rows of one unit (a unique
+// non-key column one row gives up and a later one takes, a parent before its children in the
+// same table) behave as applying the records in offset order does. Two writers whose units
+// share keys in different orders can deadlock (40P01); the sink redoes the unit (below), as
+// it does a serialization failure.
 //
 // RETURNING names the rows that changed; a row the guard kept out is a replay, counted in
 // `stats().rows_absorbed` (apply() returns before its row is sent, so it cannot say). For the
@@ -66,35 +63,52 @@
 //     `serialization_retries` times; the position is only stored with its rows), then
 //     `serialization_failure`, an infrastructure_error. Only a unit nothing of which was sent
 //     before commit() is retried so (the pipeline's units; not a claim).
-//   the connection lost, the server shutting down (57P01/57P02): `connection_lost`. A unit
-//     whose connection died before its COMMIT was sent is sent once more on a new connection
-//     (nothing of it was committed); otherwise the sink reopens the connection at its next
-//     transaction and the pipeline redoes the unit. A COMMIT whose answer was lost may or may
-//     not have happened: rows and position went together either way, and recovery reads which.
+//   the connection lost, the server shutting down (57P01/57P02), before COMMIT was sent:
+//     `connection_lost`. Nothing of the transaction is left on the server. A unit whose
+//     connection died so is sent once more on a new connection; otherwise the sink reopens the
+//     connection at its next transaction and the pipeline redoes the unit.
+//   the same after COMMIT was sent, before its answer arrived: `commit_in_doubt`. The
+//     transaction may have committed; COMMIT is never sent again. Rows and positions went
+//     together either way: recovery reads the position (the next claim) and resumes after the
+//     unit or redoes it -- nothing lost, nothing applied twice.
 //   disk full (53100), any other failure: infrastructure_error; the unit is redone.
 // Outside a transaction apply() is its own transaction, and a refused row throws its
 // `record_error` directly.
+//
+// ---- the parts -----------------------------------------------------------------------------
+//   unit_buffer.hpp   the transaction's rows and positions, planned into statements
+//   transaction.hpp   where the transaction stands with the server (one state), BEGIN's place,
+//                     COMMIT, ROLLBACK, and the outcome of a COMMIT whose answer was lost
+//   table_sql.hpp     the SQL of the data table's statements
+//   refused_row.hpp   which record of a refused unit is to blame
+//   this file         the sink: its calls, the round trips and the checks made on their
+//                     answers, the applied watermark
+// A const call sends nothing: applied_watermark() answers from what the sink read and
+// committed, so pipeline::progress() costs no round trip.
 #pragma once
 
-#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <map>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "commit_order/adapters/detail/write_modes.hpp"
 #include "commit_order/adapters/postgres/connection.hpp"
 #include "commit_order/adapters/postgres/position_table.hpp"
+#include "commit_order/adapters/postgres/refused_row.hpp"
 #include "commit_order/adapters/postgres/table.hpp"
+#include "commit_order/adapters/postgres/table_sql.hpp"
 #include "commit_order/adapters/postgres/text.hpp"
+#include "commit_order/adapters/postgres/transaction.hpp"
+#include "commit_order/adapters/postgres/unit_buffer.hpp"
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
 #include "commit_order/errors.hpp"
@@ -153,120 +167,6 @@ namespace detail {
 using adapters::detail::key_alias;
 using adapters::detail::mode_capabilities;
 
-template <class D, class Mode>
-struct table_sql final {
-  using cols = columns_of<typename D::keys, typename D::values>;
-
-  static std::string create() {
-    const std::string t = quote_identifier(D::name);
-    std::string sql = concat("CREATE TABLE IF NOT EXISTS ", t, " (", cols::definitions(), ", ",
-                             quote_identifier(D::partition_column), " INTEGER NOT NULL, ",
-                             quote_identifier(D::offset_column), " BIGINT NOT NULL");
-    if constexpr (Mode::keyed)
-      sql.append(concat(", PRIMARY KEY (", cols::key_names(), ")"));
-    // The recovery check and the watermark read the highest offset of one partition.
-    sql.append(concat("); CREATE INDEX IF NOT EXISTS ",
-                      quote_identifier(concat(D::name, "_by_source")), " ON ", t, " (",
-                      quote_identifier(D::partition_column), ", ",
-                      quote_identifier(D::offset_column), ")"));
-    return sql;
-  }
-
-  static std::string write() {
-    const std::string partition = quote_identifier(D::partition_column);
-    const std::string offset = quote_identifier(D::offset_column);
-    std::string sql = concat("INSERT INTO ", quote_identifier(D::name), " AS t (",
-                             cols::all_names(), ", ", partition, ", ", offset,
-                             ") SELECT * FROM unnest(", cols::array_parameters(1), ", $");
-    append_integer(sql, cols::count + 1);
-    sql.append("::integer[], $");
-    append_integer(sql, cols::count + 2);
-    sql.append("::bigint[])");
-    if constexpr (Mode::keyed) {
-      const std::string updates = cols::updates();
-      sql.append(concat(" ON CONFLICT (", cols::key_names(), ") DO UPDATE SET ", updates,
-                        updates.empty() ? "" : ", ", partition, " = excluded.", partition, ", ",
-                        offset, " = excluded.", offset));
-      if constexpr (Mode::guard == guard_kind::offset) {
-        sql.append(concat(" WHERE t.", partition, " = excluded.", partition, " AND t.", offset,
-                          " < excluded.", offset));
-      } else if constexpr (Mode::guard == guard_kind::version) {
-        const std::string version = quote_identifier(version_column());
-        sql.append(concat(" WHERE t.", version, " < excluded.", version));
-      }
-      // The rows that changed: a row missing here was kept out by the guard.
-      if constexpr (Mode::guard != guard_kind::none)
-        sql.append(concat(" RETURNING ", partition, ", ", offset));
-    }
-    return sql;
-  }
-
-  /// Of the given keys, each with the partition its row came from, those whose stored row
-  /// came from another partition (the first by position in the arrays).
-  static std::string moved() {
-    const std::string partition = quote_identifier(D::partition_column);
-    std::string sql =
-        concat("SELECT u.n, t.", partition, ", t.", quote_identifier(D::offset_column),
-               " FROM unnest(", cols::key_array_parameters(1), ", $");
-    append_integer(sql, cols::key_count + 1);
-    sql.append(concat("::integer[]) WITH ORDINALITY AS u(", cols::key_names(), ", p, n) JOIN ",
-                      quote_identifier(D::name), " AS t ON ", cols::key_join("t", "u"), " WHERE t.",
-                      partition, " <> u.p ORDER BY u.n LIMIT 1"));
-    return sql;
-  }
-
-  static std::string watermark() {
-    return concat("SELECT MAX(", quote_identifier(D::offset_column), ") FROM ",
-                  quote_identifier(D::name), " WHERE ", quote_identifier(D::partition_column),
-                  " = $1");
-  }
-
-  static constexpr std::string_view version_column() {
-    if constexpr (Mode::guard == guard_kind::version) {
-      return version_column_of<typename D::values>();
-    } else {
-      return {};
-    }
-  }
-
- private:
-  template <class Values>
-  static constexpr std::string_view version_column_of() {
-    return version_name<Values>::get();
-  }
-  template <class Values>
-  struct version_name;
-  template <class... V>
-  struct version_name<value_columns<V...>> {
-    static constexpr std::string_view get() {
-      std::string_view name;
-      (
-          [&] {
-            if constexpr (std::is_same_v<decltype(V::member), decltype(Mode::member)>) {
-              if (V::member == Mode::member)
-                name = V::name;
-            }
-          }(),
-          ...);
-      return name;
-    }
-  };
-};
-
-template <class Mode, class Event>
-constexpr bool version_fits() {
-  if constexpr (Mode::guard == guard_kind::version) {
-    using member_t = std::remove_cv_t<decltype(Mode::member)>;
-    if constexpr (std::is_member_object_pointer_v<member_t>) {
-      return std::is_same_v<typename member_pointer_traits<member_t>::owner, Event>;
-    } else {
-      return false;
-    }
-  } else {
-    return true;
-  }
-}
-
 }  // namespace detail
 
 /// A sink writing rows of table D in write mode Mode, with the durability of durability mode
@@ -277,6 +177,8 @@ template <describes_table D, write_mode Mode = guarded_upsert_mode,
 class table_sink : public detail::key_alias<D, Mode::keyed> {
   using cols = detail::columns_of<typename D::keys, typename D::values>;
   using sql = detail::table_sql<D, Mode>;
+  using buffer = detail::unit_buffer<D, Mode>;
+  using phase = detail::transaction::phase;
   static constexpr bool scoped = Mode::guard == guard_kind::offset;
   static constexpr bool guarded = Mode::guard != guard_kind::none;
 
@@ -326,18 +228,12 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   /// A sink destroyed inside a transaction leaves nothing half-written behind: it rolls back,
   /// and closing the connection would discard the transaction anyway.
-  ~table_sink() {
-    try {
-      rollback();
-    } catch (...) {
-      // Nothing to report to: closing the connection (next) discards the open transaction.
-    }
-  }
+  ~table_sink() { rollback(); }
 
   /// Binds the position rows to the source they are read from as well as to the table (the
   /// pipeline calls it with the source's identity, before the first claim).
   void bind_source(const std::string& identity) {
-    require_no_transaction("bind_source");
+    tx_.require_none("bind_source");
     bound_to_ = detail::bound_to_with_source(table_, identity);
   }
 
@@ -359,12 +255,12 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
       throw record_error("22021", detail::concat("the row of ", cols::key_text(row),
                                                  " holds a NUL byte in a string, which no "
                                                  "PostgreSQL text can store"));
-    if (state_ == tx_state::idle) {
+    if (!tx_.begun()) {
       apply_alone(k, source_offset, row);
       return;
     }
-    require_transaction("apply()");
-    rows_.push_back(pending_row{row, k, source_offset});
+    tx_.require("apply()");
+    unit_.add(k, source_offset, row);
   }
   /// The row of one record of a single-partition stream (partition 0).
   void apply(offset source_offset, const row_type& row) {
@@ -374,28 +270,24 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   // ---- transactions --------------------------------------------------------------------------
 
   /// Opens a transaction. Nothing is sent yet: BEGIN travels with the unit's rows.
-  void begin() {
-    if (state_ != tx_state::idle)
-      throw std::logic_error("commit_order::postgres: begin() inside an open transaction");
-    state_ = tx_state::pending;
-  }
+  void begin() { tx_.begin(); }
 
   /// Sends what the transaction buffered, checks the fence, the positions and the guard, and
   /// commits (see above). Throws `fenced`, `key_moved_partition`, `row_failed` (a row refused
-  /// for its values, naming its record) or an infrastructure_error; the transaction is then
-  /// rolled back.
+  /// for its values, naming its record), `commit_in_doubt` (the connection failed after COMMIT
+  /// was sent) or an infrastructure_error; the transaction must then be rolled back.
   void commit() {
-    if (state_ == tx_state::idle)
+    if (!tx_.begun())
       throw std::logic_error("commit_order::postgres: commit() without begin()");
-    require_transaction("commit()");
+    tx_.require("commit()");
     // Nothing was sent before commit(): the sink holds the whole unit and can send it again.
-    const bool whole = state_ == tx_state::pending;
+    const bool whole = tx_.state() == phase::buffering;
     bool reconnected = false;
-    commit_sent_ = false;
     for (std::size_t attempt = 0;; ++attempt) {
       try {
-        if (state_ == tx_state::pending && rows_.empty() && staged_.empty()) {
-          finish_commit();  // an empty transaction: nothing to send
+        if (tx_.state() == phase::buffering && unit_.empty()) {
+          tx_.commit_nothing();  // an empty transaction: nothing to send
+          finish_commit();
           return;
         }
         send_buffered();
@@ -404,7 +296,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
         return;
       } catch (const serialization_failure&) {
         if (!whole || attempt >= options_.serialization_retries) {
-          state_ = tx_state::failed;
+          tx_.fail();
           throw;
         }
         ++stats_.retries;
@@ -414,16 +306,16 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
       } catch (const connection_lost&) {
         // A connection that died before COMMIT was sent took nothing of the unit with it (the
         // server discards an open transaction): the unit goes again, once, on a new
-        // connection -- the server restarted, or ended an idle session, between two units. A
-        // COMMIT whose answer was lost is never sent again (it may have happened).
-        if (!whole || commit_sent_ || reconnected) {
-          state_ = tx_state::failed;
+        // connection -- the server restarted, or ended an idle session, between two units. (A
+        // COMMIT whose answer was lost is commit_in_doubt, never sent again.)
+        if (!whole || reconnected) {
+          tx_.fail();
           throw;
         }
         reconnected = true;
         restart_unit();
       } catch (...) {
-        state_ = tx_state::failed;
+        tx_.fail();
         throw;
       }
     }
@@ -432,22 +324,19 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// Undoes everything since begin(): drops the buffered rows and positions, and rolls back
   /// what was sent. A no-op outside a transaction. If ROLLBACK fails, the connection is
   /// dropped, which ends the transaction on the server; the next transaction reconnects.
-  void rollback() {
-    rows_.clear();
-    staged_.clear();
+  void rollback() noexcept {
+    unit_.clear();
     pending_claims_.clear();
-    rows_sent_ = staged_sent_ = 0;
     absorbed_in_tx_ = 0;
-    state_ = tx_state::idle;
-    roll_back_on_server();
+    tx_.rollback();
   }
 
   // ---- positions, per partition, inside the transaction --------------------------------------
 
-  /// The position stored for partition `k` (none before the first commit of one).
-  [[nodiscard]] std::optional<position> load_position(partition_id k) const {
-    return load_row(k).stored;
-  }
+  /// The position stored for partition `k` (none before the first commit of one). Inside a
+  /// transaction, what it stored so far is sent first, so the answer includes it. Reads the
+  /// applied watermark of `k` in the same round trip (see applied_watermark).
+  [[nodiscard]] std::optional<position> load_position(partition_id k) { return load_row(k).stored; }
 
   /// Stages `p` for partition `k`, as the epoch this sink claimed it at (0 if it never did).
   void store_position(partition_id k, position p) { store_position(k, p, owner_epoch_of(k)); }
@@ -471,17 +360,22 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   }
 
   /// Inside a transaction: makes `e` the owner of partition `k` and returns its stored
-  /// position; throws `fenced` when a newer owner holds it. Runs now (its answer is needed).
+  /// position; throws `fenced` when a newer owner holds it. Runs now (its answer is needed),
+  /// with the read of `k`'s applied watermark in the same round trip.
   std::optional<position> claim(partition_id k, epoch e) {
-    require_transaction("claim()");
-    open_on_server();
+    tx_.require("claim()");
+    flush();
     std::string part, ep;
     detail::append_integer(part, k.value());
     detail::append_integer(ep, e.value());
-    const std::string& bound = bound_to();
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str(),
-                            ep.c_str(), bound.c_str()};
-    const result r = exec(detail::position_sql::claim, 5, values);
+                            ep.c_str(), bound_to_.c_str()};
+    db_.send_prepared(detail::position_sql::claim, 5, values);
+    const bool watermark = queue_watermark(part);
+    std::vector<result>& results = run_now(detail::position_sql::claim);
+    const result& r = results[0];
+    if (watermark)
+      note_watermark(k, results[1]);
     if (r.rows() == 0)
       throw fenced(e, load_row(k).owner, k);
     check_binding(k, r, 1);
@@ -492,16 +386,20 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   /// Inside a transaction: raises partition `k`'s owner epoch by one in one statement (a
   /// consumer given no epoch of its own: the last one started owns it, the one before is
-  /// fenced at its next commit).
+  /// fenced at its next commit). Reads `k`'s applied watermark in the same round trip.
   claimed claim_next(partition_id k) {
-    require_transaction("claim_next()");
-    open_on_server();
+    tx_.require("claim_next()");
+    flush();
     std::string part;
     detail::append_integer(part, k.value());
-    const std::string& bound = bound_to();
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str(),
-                            bound.c_str()};
-    const result r = exec(detail::position_sql::claim_next, 4, values);
+                            bound_to_.c_str()};
+    db_.send_prepared(detail::position_sql::claim_next, 4, values);
+    const bool watermark = queue_watermark(part);
+    std::vector<result>& results = run_now(detail::position_sql::claim_next);
+    const result& r = results[0];
+    if (watermark)
+      note_watermark(k, results[1]);
     check_binding(k, r, 2);
     claimed_fingerprint_ = fingerprint_in(r, 3);
     const epoch e{r.integer(0, 0)};
@@ -510,19 +408,15 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   }
 
   // The same for a single-partition stream: partition 0.
-  [[nodiscard]] std::optional<position> load_position() const {
-    return load_position(partition_id{0});
-  }
+  [[nodiscard]] std::optional<position> load_position() { return load_position(partition_id{0}); }
   void store_position(position p) { store_position(partition_id{0}, p); }
   void store_position(position p, epoch e) { store_position(partition_id{0}, p, e); }
   std::optional<position> claim(epoch e) { return claim(partition_id{0}, e); }
   claimed claim_next() { return claim_next(partition_id{0}); }
 
   /// The epoch that owns partition `k`'s position row now (committed, or claimed in the open
-  /// transaction).
-  [[nodiscard]] epoch owner_epoch(partition_id k = partition_id{0}) const {
-    return load_row(k).owner;
-  }
+  /// transaction), read from the server.
+  [[nodiscard]] epoch owner_epoch(partition_id k = partition_id{0}) { return load_row(k).owner; }
   /// The epoch of the last claim of `k` whose transaction committed.
   [[nodiscard]] std::optional<epoch> claimed_epoch(partition_id k = partition_id{0}) const {
     const auto it = claimed_.find(k);
@@ -531,8 +425,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   // ---- what a stream's owners share ----------------------------------------------------------
 
-  /// The stream's era (see epoch::of): raised only by `bump_era`.
-  [[nodiscard]] std::int64_t era() const {
+  /// The stream's era (see epoch::of), read from the server: raised only by `bump_era`.
+  [[nodiscard]] std::int64_t era() {
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str()};
     const result r = exec(detail::position_sql::era, 2, values);
     return r.rows() == 0 ? 0 : r.integer(0, 0);
@@ -541,8 +435,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// Inside a transaction: records the stream's partition count at the first claim; a
   /// different count later throws `partition_count_changed`.
   void check_partition_count(std::size_t n) {
-    require_transaction("check_partition_count()");
-    open_on_server();
+    tx_.require("check_partition_count()");
+    flush();
     std::string count;
     detail::append_integer(count, n);
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), count.c_str()};
@@ -556,7 +450,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// restarted): every epoch of the new era is above every epoch of the old. Outside a
   /// transaction; returns the new era.
   std::int64_t bump_era() {
-    require_no_transaction("bump_era()");
+    tx_.require_none("bump_era()");
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str()};
     return exec(detail::position_sql::bump_era, 2, values).integer(0, 0);
   }
@@ -564,27 +458,27 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// The operator's acknowledgement of a repartitioned stream (after draining the old
   /// partitions): the next claim records the count it sees. Outside a transaction.
   void accept_partition_count() {
-    require_no_transaction("accept_partition_count()");
+    tx_.require_none("accept_partition_count()");
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str()};
     exec(detail::position_sql::accept_count, 2, values);
   }
 
   // ---- progress ------------------------------------------------------------------------------
 
-  /// The highest source offset of partition `k` present in the table.
-  [[nodiscard]] std::optional<offset> applied_watermark(partition_id k) const {
-    if (state_ != tx_state::idle && state_ != tx_state::failed)
-      open_on_server();  // read this transaction's own rows too
-    std::string part;
-    detail::append_integer(part, k.value());
-    const char* values[] = {part.c_str()};
-    const result r = exec(watermark_name, 1, values);
-    if (r.rows() == 0 || r.is_null(0, 0))
-      return std::nullopt;
-    return offset{r.integer(0, 0)};
+  /// The highest source offset of partition `k` in the table, as far as this sink knows what is
+  /// durable there: read from the server by the last claim, claim_next or load_position of `k`
+  /// (outside a transaction, or before it sent rows of its own), and raised by every
+  /// transaction of this sink that commits. Sends nothing, so pipeline::progress() costs no
+  /// round trip; inside a transaction it is the watermark of the last commit -- progress says
+  /// what is durable, not what a transaction might still roll back. Rows another consumer
+  /// commits to `k` show at the next claim or load. None before anything was read or
+  /// committed for `k`.
+  [[nodiscard]] std::optional<offset> applied_watermark(partition_id k) const noexcept {
+    const auto it = watermarks_.find(k);
+    return it == watermarks_.end() ? std::nullopt : std::optional{it->second};
   }
   /// The same for a single-partition stream: partition 0.
-  [[nodiscard]] std::optional<offset> applied_watermark() const {
+  [[nodiscard]] std::optional<offset> applied_watermark() const noexcept {
     return applied_watermark(partition_id{0});
   }
 
@@ -597,38 +491,11 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   static constexpr const char* write_name = "co_write";
   static constexpr const char* watermark_name = "co_watermark";
   static constexpr const char* moved_name = "co_moved";
-  static constexpr std::size_t arrays_per_statement = cols::count + 2;
-  /// Statements per round trip while looking for the row that failed.
-  static constexpr std::size_t diagnosis_chunk = 256;
-
-  enum class tx_state {
-    idle,     ///< no transaction
-    pending,  ///< begin() was called; nothing sent yet
-    open,     ///< BEGIN and part of the transaction were sent
-    failed,   ///< a call failed: nothing more is taken until rollback()
-  };
-
-  struct pending_row {
-    row_type row;
-    partition_id k;
-    offset o;
-  };
-  struct staged_position {
-    partition_id k;
-    position p;
-    epoch e;
-    std::optional<std::uint64_t> fingerprint;
-  };
+  static constexpr std::size_t arrays_per_statement = buffer::arrays_per_statement;
 
   void stage(partition_id k, position p, epoch e, std::optional<std::uint64_t> fingerprint) {
-    require_transaction("store_position()");
-    for (std::size_t i = staged_sent_; i < staged_.size(); ++i) {
-      if (staged_[i].k == k) {
-        staged_[i] = staged_position{k, p, e, fingerprint};
-        return;
-      }
-    }
-    staged_.push_back(staged_position{k, p, e, fingerprint});
+    tx_.require("store_position()");
+    unit_.stage(detail::staged_position{k, p, e, fingerprint});
   }
 
   // The fingerprint column of a claim's answer (stored as the same 64 bits, signed).
@@ -636,23 +503,6 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     if (r.is_null(0, column))
       return std::nullopt;
     return static_cast<std::uint64_t>(r.integer(0, column));
-  }
-
-  void require_transaction(const char* what) const {
-    if (state_ == tx_state::failed)
-      throw std::logic_error(
-          detail::concat("commit_order::postgres: ", what,
-                         " after a failure in the transaction: call rollback() first"));
-    // Outside a transaction the position would commit on its own, apart from the rows it
-    // vouches for: exactly the two-write window this sink exists to close.
-    if (state_ == tx_state::idle)
-      throw std::logic_error(
-          detail::concat("commit_order::postgres: ", what, " outside a transaction"));
-  }
-  void require_no_transaction(const char* what) const {
-    if (state_ != tx_state::idle)
-      throw std::logic_error(
-          detail::concat("commit_order::postgres: ", what, " inside a transaction"));
   }
 
   // The data table as the server resolves it, schema-qualified whatever the options say (a
@@ -669,21 +519,20 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
                                  "search_path is empty): set sink_options::schema");
     return detail::concat(r.text(0, 0), ".", D::name);
   }
-  const std::string& bound_to() const noexcept { return bound_to_; }
 
   // The row a claim returned is bound to this sink's table, or the claim is refused.
   void check_binding(partition_id k, const result& r, int column) const {
     if (r.is_null(0, column))
       return;
     const std::string held(r.text(0, column));
-    if (!detail::binding_holds(held, bound_to())) [[unlikely]]
+    if (!detail::binding_holds(held, bound_to_)) [[unlikely]]
       throw_bound_elsewhere(k, held);
   }
 
   [[noreturn, gnu::cold, gnu::noinline]] void throw_bound_elsewhere(partition_id k,
                                                                     const std::string& held) const {
     detail::throw_bound_elsewhere(k, options_.schema, options_.position_table, options_.stream,
-                                  options_.topic, held, bound_to());
+                                  options_.topic, held, bound_to_);
   }
 
   epoch owner_epoch_of(partition_id k) const {
@@ -698,13 +547,20 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     std::optional<position> stored;
     epoch owner{};
   };
-  position_row load_row(partition_id k) const {
-    if (state_ != tx_state::idle && state_ != tx_state::failed)
-      open_on_server();  // read this transaction's own positions too
+  position_row load_row(partition_id k) {
+    if (tx_.state() == phase::buffering || tx_.state() == phase::open)
+      flush();  // read this transaction's own positions too
+    else
+      db_.ensure();  // no transaction on the server: a lost connection can be reopened
     std::string part;
     detail::append_integer(part, k.value());
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), part.c_str()};
-    const result r = exec(detail::position_sql::load, 3, values);
+    db_.send_prepared(detail::position_sql::load, 3, values);
+    const bool watermark = queue_watermark(part);
+    std::vector<result>& results = run_now(detail::position_sql::load);
+    if (watermark)
+      note_watermark(k, results[1]);
+    const result& r = results[0];
     position_row row;
     if (r.rows() != 0) {
       if (!r.is_null(0, 0))
@@ -715,30 +571,58 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   }
 
   // One statement, now, outside a pipeline (inside the transaction if one is open).
-  result exec(const char* name, int count, const char* const* values) const {
-    if (!server_open_)
+  result exec(const char* name, int count, const char* const* values) {
+    if (!tx_.on_server())
       db_.ensure();  // no transaction on the server: a lost connection can be reopened
     ++stats_.round_trips;
     return db_.exec_prepared(name, count, values);
   }
 
+  // Runs the statements queued as one round trip; the first one refused is thrown, classified,
+  // as exec() throws it.
+  std::vector<result>& run_now(const char* doing) {
+    ++stats_.round_trips;
+    db_.run();
+    std::vector<result>& results = db_.results();
+    for (const result& r : results)
+      if (!r.ok())
+        db_.fail(r, doing);
+    return results;
+  }
+
+  // Queues the read of a partition's applied watermark (its text form `part`) when what it
+  // returns is committed: nothing of this transaction's own rows is on the server yet.
+  bool queue_watermark(const std::string& part) {
+    if (unit_.rows_sent() && tx_.on_server())
+      return false;
+    const char* values[] = {part.c_str()};
+    db_.send_prepared(watermark_name, 1, values);
+    return true;
+  }
+  void note_watermark(partition_id k, const result& r) {
+    if (r.rows() == 0 || r.is_null(0, 0))
+      watermarks_.erase(k);
+    else
+      watermarks_.insert_or_assign(k, offset{r.integer(0, 0)});
+  }
+
   // A call that needs the server's answer inside the transaction: whatever is buffered is
   // sent first (with BEGIN, if nothing was), so the call sees this transaction's own writes.
-  void open_on_server() const {
-    if (state_ == tx_state::pending || rows_sent_ < rows_.size() || staged_sent_ < staged_.size()) {
-      try {
-        send_buffered();
-      } catch (...) {
-        state_ = tx_state::failed;
-        throw;
-      }
+  void flush() {
+    if (tx_.on_server() && !unit_.unsent())
+      return;
+    try {
+      send_buffered();
+    } catch (...) {
+      tx_.fail();
+      throw;
     }
   }
 
   // Outside a transaction: one row, one transaction.
   void apply_alone(partition_id k, offset o, const row_type& row) {
     begin();
-    rows_.push_back(pending_row{row, k, o});
+    unit_.add(k, o, row);
     try {
       commit();
     } catch (const row_failed& f) {
@@ -753,149 +637,37 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   // ---- sending a transaction -----------------------------------------------------------------
 
-  // The unsent rows, every one, in apply order (sent_), and where each statement starts
-  // (bounds_): at most rows_per_statement rows, and never a key twice -- a row whose key came
-  // earlier in the same statement starts the next one, so it applies after that row, as
-  // record by record (the server's guard and constraints then decide, never this code).
-  void select_rows() const {
-    sent_.clear();
-    bounds_.clear();
-    const auto first = static_cast<std::uint32_t>(rows_sent_);
-    const auto last = static_cast<std::uint32_t>(rows_.size());
-    for (std::uint32_t i = first; i < last; ++i)
-      sent_.push_back(i);
-    if (sent_.empty())
-      return;
-    constexpr std::uint32_t none = ~std::uint32_t{0};
-    if constexpr (Mode::keyed) {
-      // The row of the same key before each row, if any: from a stable sort by key.
-      order_.assign(sent_.begin(), sent_.end());
-      const auto by_key = [this](std::uint32_t a, std::uint32_t b) {
-        return cols::key_less(rows_[a].row, rows_[b].row);
-      };
-      if (!std::is_sorted(order_.begin(), order_.end(), by_key))
-        std::stable_sort(order_.begin(), order_.end(), by_key);
-      before_.assign(sent_.size(), none);
-      for (std::size_t j = 1; j < order_.size(); ++j) {
-        const std::uint32_t a = order_[j - 1];
-        const std::uint32_t b = order_[j];
-        if (by_key(a, b))
-          continue;  // a new key
-        if constexpr (Mode::guard == guard_kind::offset) {
-          // Offsets of two partitions say nothing about which record is newer.
-          if (rows_[a].k != rows_[b].k)
-            throw key_moved_partition(cols::key_text(rows_[a].row), rows_[a].k, rows_[a].o,
-                                      rows_[b].k, rows_[b].o);
-        }
-        before_[b - first] = a;
-      }
-    }
-    const std::size_t per = options_.rows_per_statement;
-    std::size_t start = 0;
-    bounds_.push_back(0);
-    for (std::size_t i = 1; i < sent_.size(); ++i) {
-      bool repeated = false;
-      if constexpr (Mode::keyed)
-        repeated = before_[i] != none && before_[i] >= first + start;
-      if (repeated || i - start == per) {
-        stats_.key_splits += repeated && i - start != per;
-        bounds_.push_back(static_cast<std::uint32_t>(i));
-        start = i;
-      }
-    }
-    bounds_.push_back(static_cast<std::uint32_t>(sent_.size()));
-  }
-
-  // The arrays of statement `chunk` (rows sent_[first, last)), ready as parameters.
-  void encode(std::size_t chunk, std::size_t first, std::size_t last) const {
-    const std::size_t base = chunk * arrays_per_statement;
-    detail::array_builder* a = arrays_.data() + base;
-    for (std::size_t c = 0; c < arrays_per_statement; ++c)
-      a[c].clear();
-    for (std::size_t i = first; i < last; ++i) {
-      const pending_row& r = rows_[sent_[i]];
-      cols::add_to(a, r.row);
-      a[cols::count].add(r.k.value());
-      a[cols::count + 1].add(r.o.value());
-    }
-    for (std::size_t c = 0; c < arrays_per_statement; ++c)
-      params_[base + c] = a[c].finish();
-  }
-
-  // The fence and the positions' arrays: partitions ascending.
-  void encode_positions() const {
-    std::sort(staged_.begin() + static_cast<std::ptrdiff_t>(staged_sent_), staged_.end(),
-              [](const staged_position& a, const staged_position& b) { return a.k < b.k; });
-    for (auto& a : position_arrays_)
-      a.clear();
-    for (std::size_t i = staged_sent_; i < staged_.size(); ++i) {
-      position_arrays_[0].add(staged_[i].k.value());
-      position_arrays_[1].add(staged_[i].p.value());
-      position_arrays_[2].add(staged_[i].e.value());
-      if (staged_[i].fingerprint)
-        position_arrays_[3].add(static_cast<std::int64_t>(*staged_[i].fingerprint));
-      else
-        position_arrays_[3].add_null();
-    }
-    position_params_[0] = options_.stream.c_str();
-    position_params_[1] = options_.topic.c_str();
-    for (std::size_t i = 0; i < 4; ++i)
-      position_params_[2 + i] = position_arrays_[i].finish();
-  }
-
   // Sends BEGIN (if the transaction is not open on the server yet), the fence, the unsent
   // rows and the staged positions in one round trip, reads every result, and checks the
   // fence, the positions and the guard. Returns with all of it in the open transaction; on a
-  // failure the transaction is rolled back on the server and the error thrown.
-  void send_buffered() const {
-    const bool begin = !server_open_;
-    if (begin)
-      db_.ensure();  // a connection lost since the last transaction: nothing of this one is lost
-    select_rows();
-    const std::size_t chunks = bounds_.empty() ? 0 : bounds_.size() - 1;
-    // Sized first: a builder that moved (a vector growing) would leave its parameter dangling.
-    if (arrays_.size() < chunks * arrays_per_statement)
-      arrays_.resize(chunks * arrays_per_statement);
-    params_.resize(chunks * arrays_per_statement);
-    for (std::size_t c = 0; c < chunks; ++c)
-      encode(c, bounds_[c], bounds_[c + 1]);
-    const bool positions = staged_sent_ < staged_.size();
-    if (positions)
-      encode_positions();
-    if (!begin && chunks == 0 && !positions) {
-      state_ = tx_state::open;
+  // failure the caller fails the transaction (which rolls it back on the server).
+  void send_buffered() {
+    const std::size_t chunks = unit_.prepare_rows(options_.rows_per_statement, stats_.key_splits);
+    const bool positions = unit_.positions_unsent();
+    const char* const* position_params =
+        positions ? unit_.prepare_positions(options_.stream, options_.topic) : nullptr;
+    if (tx_.on_server() && chunks == 0 && !positions)
       return;  // nothing to send
-    }
 
     // Queue: [BEGIN] [fence] chunk... [positions]. Indices of each in the results.
-    std::size_t index = 0;
-    if (begin) {
-      db_.send("BEGIN");
-      server_open_ = true;
-      ++index;
-    }
+    std::size_t index = tx_.queue_begin() ? 1 : 0;
     const std::size_t fence_at = index;
     if (positions) {
-      db_.send_prepared(detail::position_sql::fence, 3, position_params_);
+      db_.send_prepared(detail::position_sql::fence, 3, position_params);
       ++index;
     }
     const std::size_t rows_at = index;
     for (std::size_t c = 0; c < chunks; ++c)
       db_.send_prepared(write_name, static_cast<int>(arrays_per_statement),
-                        params_.data() + c * arrays_per_statement);
+                        unit_.row_parameters(c));
     index += chunks;
     const std::size_t store_at = index;
     if (positions)
-      db_.send_prepared(detail::position_sql::store, 6, position_params_);
+      db_.send_prepared(detail::position_sql::store, 6, position_params);
     ++stats_.round_trips;
     stats_.write_statements += chunks;
-    stats_.rows_sent += sent_.size();
-    try {
-      db_.run();
-    } catch (...) {
-      server_open_ = false;  // the connection is gone, and the transaction with it
-      throw;
-    }
+    stats_.rows_sent += unit_.sending().size();
+    db_.run();
     std::vector<result>& results = db_.results();
 
     for (std::size_t i = 0; i < results.size(); ++i) {
@@ -903,8 +675,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
         continue;
       // The first statement that failed (the rest were skipped).
       const result failure = std::move(results[i]);
-      roll_back_on_server();
-      state_ = tx_state::failed;
+      tx_.fail();
       const bool a_row = i >= rows_at && i < store_at;
       if (a_row && is_record_failure(failure.sqlstate()))
         diagnose(failure);
@@ -918,18 +689,23 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
     if (positions)
       check_positions(results[fence_at], results[store_at]);
-    if constexpr (guarded)
-      count_absorbed(results, rows_at, chunks);
-    state_ = tx_state::open;
-    rows_sent_ = rows_.size();
-    staged_sent_ = staged_.size();
+    if constexpr (guarded) {
+      const std::vector<std::uint32_t>& absorbed =
+          unit_.absorbed(std::span<const result>(results).subspan(rows_at, chunks));
+      if constexpr (scoped) {
+        if (!absorbed.empty())
+          check_moved(absorbed);
+      }
+      absorbed_in_tx_ += absorbed.size();
+    }
+    unit_.note_sent();
   }
 
   // Every staged partition is owned at the writer's epoch (the fence, on locked rows), and
   // the position statement changed exactly its row.
-  void check_positions(const result& fence, const result& stored) const {
-    for (std::size_t i = staged_sent_; i < staged_.size(); ++i) {
-      const staged_position& s = staged_[i];
+  void check_positions(const result& fence, const result& stored) {
+    const std::span<const detail::staged_position> sent = unit_.unsent_positions();
+    for (const detail::staged_position& s : sent) {
       epoch owner{0};
       for (int r = 0; r < fence.rows(); ++r)
         if (fence.integer(r, 0) == s.k.value())
@@ -938,106 +714,56 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
       for (int r = 0; r < stored.rows(); ++r)
         changed = changed || stored.integer(r, 0) == s.k.value();
       if (owner != s.e || !changed) {
-        roll_back_on_server();
-        state_ = tx_state::failed;
+        tx_.fail();
         throw fenced(s.e, owner, s.k);
       }
     }
-    if (stored.rows() != static_cast<int>(staged_.size() - staged_sent_)) {
-      roll_back_on_server();
-      state_ = tx_state::failed;
+    if (stored.rows() != static_cast<int>(sent.size())) {
+      tx_.fail();
       throw infrastructure_error("",
                                  "the position statement changed another number of rows "
                                  "than the partitions it stored");
     }
   }
 
-  // Rows the guard kept out are missing from RETURNING (which names each changed row by its
-  // incoming partition and offset). Partition-scoped: an absorbed row whose stored row came
-  // from another partition is a moved key, checked before COMMIT.
-  void count_absorbed(std::vector<result>& results, std::size_t rows_at, std::size_t chunks) const {
-    std::size_t returned = 0;
-    for (std::size_t c = 0; c < chunks; ++c)
-      returned += static_cast<std::size_t>(results[rows_at + c].rows());
-    if (returned == sent_.size())
-      return;  // nothing absorbed: the common case, decided without reading a value
-    changed_.clear();
-    for (std::size_t c = 0; c < chunks; ++c) {
-      const result& r = results[rows_at + c];
-      for (int i = 0; i < r.rows(); ++i)
-        changed_.emplace_back(r.integer(i, 0), r.integer(i, 1));
-    }
-    std::sort(changed_.begin(), changed_.end());
-    absorbed_.clear();
-    for (const std::uint32_t i : sent_) {
-      const std::pair<std::int64_t, std::int64_t> id{rows_[i].k.value(), rows_[i].o.value()};
-      if (!std::binary_search(changed_.begin(), changed_.end(), id))
-        absorbed_.push_back(i);
-    }
-    if constexpr (scoped) {
-      if (!absorbed_.empty())
-        check_moved();
-    }
-    absorbed_in_tx_ += absorbed_.size();
-  }
-
-  void check_moved() const {
+  // Partition-scoped: an absorbed row whose stored row came from another partition is a moved
+  // key, checked before COMMIT, in the same transaction.
+  void check_moved(const std::vector<std::uint32_t>& absorbed) {
     std::vector<detail::array_builder> arrays(cols::key_count + 1);
     for (auto& a : arrays)
       a.clear();
-    for (const std::uint32_t i : absorbed_) {
-      cols::add_key_to(arrays.data(), rows_[i].row);
-      arrays[cols::key_count].add(rows_[i].k.value());
+    for (const std::uint32_t i : absorbed) {
+      cols::add_key_to(arrays.data(), unit_.rows()[i].value);
+      arrays[cols::key_count].add(unit_.rows()[i].k.value());
     }
     std::vector<const char*> values;
     for (auto& a : arrays)
       values.push_back(a.finish());
     db_.send_prepared(moved_name, static_cast<int>(values.size()), values.data());
     ++stats_.round_trips;
-    try {
-      db_.run();
-    } catch (...) {
-      server_open_ = false;
-      state_ = tx_state::failed;
-      throw;
-    }
+    db_.run();  // a lost connection: the caller fails the transaction
     const result r = std::move(db_.results().front());
     if (!r.ok()) {
-      roll_back_on_server();
-      state_ = tx_state::failed;
+      tx_.fail();
       db_.fail(r, "checking the absorbed rows' partitions");
     }
     if (r.rows() != 0) {
-      const pending_row& incoming = rows_[absorbed_[static_cast<std::size_t>(r.integer(0, 0) - 1)]];
-      roll_back_on_server();
-      state_ = tx_state::failed;
+      const auto& incoming = unit_.rows()[absorbed[static_cast<std::size_t>(r.integer(0, 0) - 1)]];
+      tx_.fail();
       throw key_moved_partition(
-          cols::key_text(incoming.row),
+          cols::key_text(incoming.value),
           partition_id{static_cast<partition_id::value_type>(r.integer(0, 1))},
           offset{r.integer(0, 2)}, incoming.k, incoming.o);
     }
   }
 
-  void send_commit() const {
-    commit_sent_ = true;
-    db_.send("COMMIT");
+  // COMMIT, in a round trip of its own, after every check was read. Its answer lost with the
+  // connection is commit_in_doubt (the transaction object throws it, naming the positions).
+  void send_commit() {
     ++stats_.round_trips;
-    try {
-      db_.run();
-    } catch (...) {
-      // The answer was lost with the connection: the COMMIT may or may not have happened. Rows
-      // and position went together either way; recovery reads which.
-      server_open_ = false;
-      state_ = tx_state::failed;
-      throw;
-    }
-    const result r = std::move(db_.results().front());
-    if (r.ok()) {
-      server_open_ = false;
+    const result r = tx_.commit([this] { return unit_.stored_positions(); });
+    if (r.ok())
       return;
-    }
-    state_ = tx_state::failed;
-    roll_back_on_server();
     if (is_record_failure(r.sqlstate()))  // a deferred constraint: does one record fail?
       diagnose(r);
     if (is_serialization_failure(r.sqlstate()))
@@ -1047,178 +773,47 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   // The unit is sent again from the start (nothing of it is on the server).
   void restart_unit() {
-    state_ = tx_state::pending;
-    rows_sent_ = staged_sent_ = 0;
+    tx_.restart();
+    unit_.resend();
     absorbed_in_tx_ = 0;
   }
 
   void finish_commit() {
     for (const auto& [k, e] : pending_claims_)
       claimed_[k] = e;  // a claim counts once it is durable
+    for (const auto& [k, o] : unit_.present()) {
+      const auto [it, added] = watermarks_.try_emplace(k, o);
+      if (!added && it->second < o)
+        it->second = o;
+    }
     ++stats_.transactions;
     stats_.rows_absorbed += absorbed_in_tx_;
-    rollback_state_after_commit();
-  }
-  void rollback_state_after_commit() {
-    rows_.clear();
-    staged_.clear();
+    unit_.clear();
     pending_claims_.clear();
-    rows_sent_ = staged_sent_ = 0;
     absorbed_in_tx_ = 0;
-    state_ = tx_state::idle;
   }
 
-  // Ends the server's transaction, if one is open: ROLLBACK, or, if even that fails, the
-  // connection (the server discards the transaction of a connection that is gone).
-  void roll_back_on_server() const noexcept {
-    if (!std::exchange(server_open_, false) || !db_.connected())
-      return;
-    try {
-      db_.exec("ROLLBACK");
-    } catch (...) {
-      db_.drop();
-    }
-  }
-
-  // The unit's rows were refused together with a record's SQLSTATE (`failure`): which record,
-  // if any, is to blame? Every row of the unit (what earlier round trips of this transaction
-  // sent too) is applied again, one statement each, in the order its record was applied, in
-  // transactions that are rolled back; constraints keep their declared timing.
-  // - The first statement refused is the first record that fails when the unit is applied in
-  //   offset order: commit() throws row_failed naming it (its record_error nested), and the
-  //   pipeline retries, dead-letters or stops on that record.
-  // - If none is refused, the failure is a deferred constraint's, checked when the unit ends.
-  //   A record is named only when the unit without it passes that check and the unit without
-  //   any other record does not: one entry whose counterpart is missing is named, the two
-  //   healthy halves of a pair never are (a unit of more than `diagnosis_chunk` rows is not
-  //   searched so: that costs a transaction per row).
-  // - Otherwise no record is to blame (no record is the one; or a conflict with a transaction
-  //   that has ended since): `unit_refused`, the position unmoved, nothing dead-lettered.
-  [[noreturn]] void diagnose(const result& failure) const {
+  // The unit's rows were refused together with a record's SQLSTATE: which record, if any, is to
+  // blame (refused_row.hpp)? Called once the transaction has failed (nothing of it is on the
+  // server): the probes are transactions of their own, each rolled back.
+  [[noreturn]] void diagnose(const result& failure) {
     ++stats_.diagnoses;
-    std::vector<detail::array_builder> arrays(diagnosis_chunk * arrays_per_statement);
-    std::vector<const char*> values(arrays.size());
-    // Queues the rows [from, to) of rows_ but `skip`, one statement each.
-    const auto send_rows = [&](std::size_t from, std::size_t to, std::size_t skip) {
-      for (std::size_t i = from, slot = 0; i < to; ++i) {
-        if (i == skip)
-          continue;
-        detail::array_builder* a = arrays.data() + slot * arrays_per_statement;
-        for (std::size_t c = 0; c < arrays_per_statement; ++c)
-          a[c].clear();
-        const pending_row& r = rows_[i];
-        cols::add_to(a, r.row);
-        a[cols::count].add(r.k.value());
-        a[cols::count + 1].add(r.o.value());
-        for (std::size_t c = 0; c < arrays_per_statement; ++c)
-          values[slot * arrays_per_statement + c] = a[c].finish();
-        db_.send_prepared(write_name, static_cast<int>(arrays_per_statement),
-                          values.data() + slot * arrays_per_statement);
-        ++slot;
-      }
-    };
-    // Runs what is queued; the index of the first statement refused, if any.
-    const auto first_refused = [&](std::string_view doing) -> std::optional<std::size_t> {
-      ++stats_.round_trips;
-      db_.run();
-      std::vector<result>& results = db_.results();
-      for (std::size_t i = 0; i < results.size(); ++i) {
-        if (results[i].ok())
-          continue;
-        if (!is_record_failure(results[i].sqlstate())) {
-          const result refused = std::move(results[i]);
-          roll_back_on_server();
-          db_.fail(refused, doing);
-        }
-        return i;
-      }
-      return std::nullopt;
-    };
-    const auto blame = [&](std::size_t i, std::string_view why, std::string_view sqlstate) {
-      const pending_row& r = rows_[i];
-      try {
-        throw record_error(sqlstate,
-                           detail::concat("the row of ", cols::key_text(r.row), ": ", why));
-      } catch (...) {
-        std::throw_with_nested(row_failed(r.k, r.o, std::string(why)));
-      }
-    };
-    try {
-      db_.ensure();
-      server_open_ = true;
-      db_.exec("BEGIN");
-      for (std::size_t from = 0; from < rows_.size(); from += diagnosis_chunk) {
-        const std::size_t to = std::min(rows_.size(), from + diagnosis_chunk);
-        send_rows(from, to, to);
-        if (const auto at = first_refused("applying the unit's rows one by one")) {
-          const result refused = std::move(db_.results()[*at]);
-          roll_back_on_server();
-          blame(from + *at, refused.message(), refused.sqlstate());
-        }
-      }
-      // Every row was taken alone: does the unit still fail its deferred constraints?
-      db_.send("SET CONSTRAINTS ALL IMMEDIATE");
-      const bool deferred = first_refused("checking the unit's deferred constraints").has_value();
-      roll_back_on_server();
-      if (deferred && rows_.size() <= diagnosis_chunk) {
-        std::optional<std::size_t> culprit;
-        std::string why;
-        for (std::size_t skip = 0; skip < rows_.size(); ++skip) {
-          server_open_ = true;
-          db_.send("BEGIN");
-          send_rows(0, rows_.size(), skip);
-          db_.send("SET CONSTRAINTS ALL IMMEDIATE");
-          const bool refused = first_refused("checking the unit without one row").has_value();
-          roll_back_on_server();
-          if (refused)
-            continue;
-          if (culprit) {  // two records either of which the unit passes without: neither
-            culprit.reset();
-            break;
-          }
-          culprit = skip;
-        }
-        if (culprit)
-          blame(*culprit,
-                detail::concat(failure.message(),
-                               " (the unit passes its deferred constraints without this row "
-                               "alone)"),
-                failure.sqlstate());
-      }
-    } catch (...) {
-      roll_back_on_server();
-      throw;
-    }
-    throw unit_refused(failure.sqlstate(), failure.message());
+    detail::blame_refused_row<D, Mode>(db_, write_name, unit_.rows(), failure, stats_.round_trips);
   }
 
-  mutable connection db_;
+  connection db_;
+  detail::transaction tx_{db_};  ///< where the transaction stands with the server
+  buffer unit_;                  ///< what it holds: the unit's rows and positions
   sink_options options_;
   std::string table_;     ///< the data table, schema-qualified as the server resolves it
   std::string bound_to_;  ///< what the position rows vouch for: table_, and the source
-  mutable tx_state state_ = tx_state::idle;
-  mutable bool server_open_ = false;  ///< BEGIN was sent and nothing ended the transaction yet
-  mutable bool commit_sent_ = false;  ///< this commit() sent COMMIT (its outcome may be unknown)
-  mutable std::vector<pending_row> rows_;
-  mutable std::size_t rows_sent_ = 0;
-  mutable std::vector<staged_position> staged_;
-  mutable std::size_t staged_sent_ = 0;
   std::map<partition_id, epoch> claimed_;
   std::map<partition_id, epoch> pending_claims_;
   std::optional<std::uint64_t> claimed_fingerprint_;  // of the last claim's answer
-  mutable std::uint64_t absorbed_in_tx_ = 0;
-  mutable sink_stats stats_;
-  // Scratch, kept between transactions so a steady stream of units allocates nothing new.
-  mutable std::vector<std::uint32_t> order_;
-  mutable std::vector<std::uint32_t> sent_;
-  mutable std::vector<std::uint32_t> bounds_;  ///< where each statement's rows start in sent_
-  mutable std::vector<std::uint32_t> before_;  ///< the row of the same key before, per sent_
-  mutable std::vector<std::uint32_t> absorbed_;
-  mutable std::vector<std::pair<std::int64_t, std::int64_t>> changed_;
-  mutable std::vector<detail::array_builder> arrays_;
-  mutable std::vector<const char*> params_;
-  mutable detail::array_builder position_arrays_[4];
-  mutable const char* position_params_[6]{};
+  /// Per partition, the highest source offset known durable in the table (applied_watermark).
+  std::map<partition_id, offset> watermarks_;
+  std::uint64_t absorbed_in_tx_ = 0;
+  sink_stats stats_;
 };
 
 /// Idempotent, OffsetGuarded, PartitionScoped, Transactional: fit for every policy, and for a
