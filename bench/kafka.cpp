@@ -50,7 +50,7 @@
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
 
-#include "lab/kafka.hpp"
+#include "support/lab/kafka.hpp"
 
 namespace {
 

@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "lab/pg_server.hpp"
 #include "postgres_cases.hpp"
+#include "support/lab/pg_server.hpp"
 
 namespace {
 

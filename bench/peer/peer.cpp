@@ -39,8 +39,8 @@
 #include <commit_order/adapters/postgres.hpp>
 #include <commit_order/commit_order.hpp>
 
-#include "lab/kafka.hpp"
-#include "lab/pg_server.hpp"
+#include "support/lab/kafka.hpp"
+#include "support/lab/pg_server.hpp"
 
 namespace {
 

@@ -20,10 +20,10 @@
 #include <string>
 #include <string_view>
 
-#include "lab/child.hpp"
-#include "lab/pg_server.hpp"
-#include "lab/report.hpp"
-#include "lab/supervisor.hpp"
+#include "support/lab/child.hpp"
+#include "support/lab/pg_server.hpp"
+#include "support/lab/report.hpp"
+#include "support/lab/supervisor.hpp"
 
 namespace {
 

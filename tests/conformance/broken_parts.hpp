@@ -61,6 +61,18 @@ struct silent_unguarded_sink {
   co::memory::table<kit_event, kit_key, co::capabilities<co::Idempotent>> table;
 };
 
+/// Declares Idempotent only, but guards its upsert on the source offset and reports the
+/// replays it keeps out as absorbed: `absorbed` says the offset guard kept a newer row, which a
+/// sink without one cannot say.
+struct secretly_guarded_sink {
+  using row_type = kit_event;
+  using key_type = kit_key;
+  using capabilities = co::capabilities<co::Idempotent, co::Volatile>;
+  co::write_outcome apply(co::offset o, const kit_event& e) { return table.apply(o, e); }
+  rows_t rows() const { return rows_of(table); }
+  co::memory::table<kit_event, kit_key, co::capabilities<co::Idempotent, co::OffsetGuarded>> table;
+};
+
 /// Declares Transactional, but its rows are durable as they are applied: a rollback drops the
 /// staged position and keeps the rows.
 struct leaky_rollback_sink {
@@ -122,6 +134,26 @@ class jumping_log {
  private:
   co::memory::log<kit_event> log_;
   co::memory::log<kit_event>::reader reader_{log_};
+};
+
+/// A log that hands out each batch's records last first: a partition's records no longer come
+/// in offset order.
+class reversing_log {
+ public:
+  using record_type = co::logged<kit_event>;
+  using capabilities = co::capabilities<co::Volatile>;
+  co::offset append(const kit_event& e) { return log_.append(e); }
+  void seek(co::position p) { log_.seek(p); }
+  std::vector<record_type> poll(std::size_t n) {
+    const auto batch = log_.poll(n);
+    return {batch.rbegin(), batch.rend()};
+  }
+  [[nodiscard]] co::position earliest() const { return log_.earliest(); }
+  [[nodiscard]] co::position end() const { return log_.end(); }
+  void truncate_before(co::position p) { log_.truncate_before(p); }
+
+ private:
+  co::memory::log<kit_event> log_;
 };
 
 // ---- a disk that can lose power, for the Synced check ---------------------------------------

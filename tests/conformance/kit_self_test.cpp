@@ -102,6 +102,24 @@ TEST_CASE("the kit fails a sink that declares OffsetGuarded, reports nothing and
     CHECK(f.find("the offset guard absorbed") == std::string::npos);
 }
 
+TEST_CASE("the kit fails a sink that declares no guard and reports replays absorbed") {
+  const auto r = ct::run_conformance<broken::fixture<broken::secretly_guarded_sink>>(
+      "secretly guarded sink", only(false, false, true, false));
+  // Replays happen under AtLeastOnce; the sink keeps them out and says so.
+  expect_failed(r, "crash matrix AtLeastOnce<EveryBatch>",
+                "an unguarded sink reported an absorbed replay");
+  // AtMostOnce replays nothing: nothing to report.
+  expect_passed(r, "crash matrix AtMostOnce<EveryBatch>");
+}
+
+TEST_CASE("the kit fails a source that hands out a batch's records out of order") {
+  using fixture =
+      broken::fixture<broken::honest_sink<>, co::memory::position_store<>, broken::reversing_log>;
+  const auto r = ct::run_conformance<fixture>("reversing log", only(false, false, true, false));
+  // Batches of one record are in order; of three, they are not.
+  expect_failed(r, "crash matrix AtLeastOnce<EveryBatch>", "where the partition's next record is");
+}
+
 TEST_CASE("the kit fails a sink that declares Transactional and keeps rolled-back rows") {
   const auto r = ct::run_conformance<broken::fixture<broken::leaky_rollback_sink>>(
       "leaky rollback sink", only(true, false, true, false));

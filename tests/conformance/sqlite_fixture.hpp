@@ -24,7 +24,7 @@
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/testing/fixture.hpp>
 
-#include "conformance/kit_event.hpp"
+#include "conformance/kit_rows.hpp"
 #include "conformance/storage.hpp"
 
 namespace conformance {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // The crash matrix over a manually assigned 2-partition source: every legal policy x sink, a
 // crash at every fault point, positions and losses checked partition by partition.
-#include "crash/matrix_partitioned.hpp"
+#include "crash/matrix.hpp"
 
 namespace co = commit_order;
 
@@ -29,20 +29,19 @@ TEST_CASE("partitioned crash matrix: TransactionalPosition EveryBatch") {
 
 TEST_CASE("partitioned crash matrix: the combinations run are the ones the rules allow") {
   std::size_t legal = 0;
-  crash::for_each_type(crash::all_policies{}, [&]<class Policy>(std::type_identity<Policy>) {
-    crash::for_each_type(crash::all_partitioned_tables{}, [&]<class Table>(
-                                                              std::type_identity<Table>) {
-      constexpr bool by_pipeline = crash::p_legal_v<
-          Policy, crash::partitioned_journal_sink<Table>, co::with_faults<crash::scenario_faults>,
-          co::with_clock<crash::manual_clock>, co::with_observer<co::counting_observer>>;
-      const bool by_design =
-          crash::design_allows(crash::policy_kind_of_v<Policy>, crash::trigger_kind_of_v<Policy>,
-                               crash::p_kind_of_v<Table>);
-      INFO(crash::policy_name<Policy>());
-      CHECK(by_pipeline == by_design);
-      legal += by_pipeline ? 1 : 0;
-    });
-  });
+  crash::ct::detail::for_each_type(
+      crash::ct::detail::all_policies{}, [&]<class Policy>(std::type_identity<Policy>) {
+        crash::ct::detail::for_each_type(
+            crash::all_partitioned_fixtures{}, [&]<class F>(std::type_identity<F>) {
+              constexpr bool by_pipeline = crash::ct::legal_over_v<F, Policy>;
+              const bool by_design =
+                  crash::design_allows(crash::policy_kind_of_v<Policy>,
+                                       crash::trigger_kind_of_v<Policy>, crash::kind_of_v<F>);
+              INFO(crash::ct::detail::policy_name<Policy>());
+              CHECK(by_pipeline == by_design);
+              legal += by_pipeline ? 1 : 0;
+            });
+      });
   // The same 21 as for one partition, with the guarded sinks partition-scoped.
   CHECK(legal == 8 + 3 + 8 + 2);
 }

@@ -4,7 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include "lab/child.hpp"
+#include "support/lab/child.hpp"
 
 int main(int argc, char** argv) {
   if (crash_lab::is_child_invocation(argc, argv))

@@ -17,8 +17,8 @@
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
 
-#include "lab/orders.hpp"
 #include "sqlite_spy_vfs.hpp"
+#include "support/lab/orders.hpp"
 #include "support/scratch.hpp"
 
 namespace co = commit_order;

@@ -16,7 +16,7 @@
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
 
-#include "lab/orders.hpp"
+#include "support/lab/orders.hpp"
 #include "support/scratch.hpp"
 
 namespace co = commit_order;

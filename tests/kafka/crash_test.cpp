@@ -8,9 +8,9 @@
 
 #include <filesystem>
 
-#include "lab/report.hpp"
-#include "lab/supervisor.hpp"
 #include "support/crash_runs.hpp"
+#include "support/lab/report.hpp"
+#include "support/lab/supervisor.hpp"
 #include "support/scratch.hpp"
 
 namespace {

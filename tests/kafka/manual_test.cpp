@@ -20,8 +20,8 @@
 
 #include <commit_order/adapters/sqlite.hpp>
 
-#include "lab/orders.hpp"
 #include "support.hpp"
+#include "support/lab/orders.hpp"
 #include "support/scratch.hpp"
 
 using namespace kafka_test;

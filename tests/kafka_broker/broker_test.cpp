@@ -36,8 +36,8 @@
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
 
-#include "lab/orders.hpp"
-#include "lab/pg_server.hpp"
+#include "support/lab/orders.hpp"
+#include "support/lab/pg_server.hpp"
 #include "support/scratch.hpp"
 
 namespace {

@@ -12,10 +12,10 @@
 #include <fstream>
 #include <string>
 
-#include "lab/pg_server.hpp"
-#include "lab/report.hpp"
-#include "lab/supervisor.hpp"
 #include "support/crash_runs.hpp"
+#include "support/lab/pg_server.hpp"
+#include "support/lab/report.hpp"
+#include "support/lab/supervisor.hpp"
 #include "support/scratch.hpp"
 
 namespace {

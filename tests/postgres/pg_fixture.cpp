@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "lab/pg_server.hpp"
+#include "support/lab/pg_server.hpp"
 
 namespace {
 

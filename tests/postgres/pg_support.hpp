@@ -20,7 +20,7 @@
 
 #include <commit_order/adapters/postgres.hpp>
 
-#include "lab/pg_server.hpp"
+#include "support/lab/pg_server.hpp"
 
 namespace pg_test {
 

@@ -12,11 +12,11 @@
 #include <fstream>
 #include <string>
 
-#include "lab/process.hpp"
-#include "lab/report.hpp"
-#include "lab/supervisor.hpp"
 #include "pg_support.hpp"
 #include "support/crash_runs.hpp"
+#include "support/lab/process.hpp"
+#include "support/lab/report.hpp"
+#include "support/lab/supervisor.hpp"
 #include "support/scratch.hpp"
 
 using namespace pg_test;

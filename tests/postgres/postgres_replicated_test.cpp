@@ -13,9 +13,9 @@
 
 #include <commit_order/adapters/memory.hpp>
 
-#include "lab/pg_server.hpp"
 #include "pg_orders.hpp"
 #include "pg_support.hpp"
+#include "support/lab/pg_server.hpp"
 
 using namespace pg_test;
 using namespace std::chrono_literals;

@@ -5,7 +5,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include "lab/child.hpp"
+#include "support/lab/child.hpp"
 #include "zombie_child.hpp"
 
 int main(int argc, char** argv) {

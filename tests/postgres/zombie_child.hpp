@@ -28,8 +28,8 @@
 #include <commit_order/adapters/postgres.hpp>
 #include <commit_order/commit_order.hpp>
 
-#include "lab/orders.hpp"
-#include "lab/pg_lab.hpp"
+#include "support/lab/orders.hpp"
+#include "support/lab/pg_lab.hpp"
 
 namespace pg_test {
 

@@ -29,9 +29,9 @@
 #include <utility>
 #include <vector>
 
-#include "lab/orders.hpp"
 #include "power_loss/cut_points.hpp"
 #include "power_loss/sqlite_configs.hpp"
+#include "support/lab/orders.hpp"
 #include "support/scratch.hpp"
 
 namespace power_loss::pipelines {

@@ -14,8 +14,8 @@
 #include <numeric>
 #include <string_view>
 
-#include "lab/report.hpp"
-#include "lab/supervisor.hpp"
+#include "support/lab/report.hpp"
+#include "support/lab/supervisor.hpp"
 #include "support/scratch.hpp"
 
 namespace test_support {

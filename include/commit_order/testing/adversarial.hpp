@@ -538,9 +538,9 @@ void check_owned_properties(report& r) {
 /// Runs every adversarial check fixture F has the members for, and lists the others as not run.
 template <class F>
 report run_adversarial(std::string adapter) {
-  static_assert(conformance_fixture<F>,
-                "commit_order::testing: the fixture lacks a member the kit needs -- see "
-                "commit_order/testing/fixture.hpp");
+  static_assert(single_partition_fixture<F>,
+                "commit_order::testing: the adversarial tier needs a single-partition fixture "
+                "with the members of commit_order/testing/fixture.hpp");
   report r;
   r.adapter = std::move(adapter);
   if constexpr (detail::has_hostile_events<F>)

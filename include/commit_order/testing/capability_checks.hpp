@@ -437,7 +437,7 @@ void check_retention(report& r, const conformance_options& o) {
 
 /// Checks, by behaviour, every capability fixture F's parts declare (Synced excepted: see
 /// check_synced), and adds one entry per capability to `r`.
-template <conformance_fixture F>
+template <single_partition_fixture F>
 void check_capabilities(report& r, const conformance_options& o = {}) {
   using traits = fixture_traits<F>;
   using sink_t = typename traits::sink_type;

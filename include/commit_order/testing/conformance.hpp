@@ -13,7 +13,9 @@
 //   1. checks each declared capability by behaviour (capability_checks.hpp), and Synced across
 //      simulated power cuts (power_checks.hpp);
 //   2. runs the crash matrix over the real adapter: every legal policy x trigger, crashed at
-//      every fault point, reopened and recovered, reconciled against the log (crash_matrix.hpp);
+//      every fault point, reopened and recovered, reconciled against the log and against what
+//      the policy's step list says each crash leaves (crash_matrix.hpp), over one partition or
+//      several;
 //   3. runs seeded random schedules of crashes, failed records and retention (schedules.hpp);
 //   4. reports, per check, the scenarios it ran and what it found (report.hpp).
 // Header-only, and independent of any test framework. docs/testing-kit.md tells how to write a
@@ -44,22 +46,33 @@ report run_conformance(std::string adapter, const conformance_options& o = {}) {
                 "make_event, create_log, source, sink, close and rows");
   report r;
   r.adapter = std::move(adapter);
-  if (o.capabilities)
-    check_capabilities<F>(r, o);
-  else
-    r.not_run.push_back("capability checks: not selected");
-  if (o.synced)
-    check_synced<F>(r, o);
-  else
-    r.not_run.push_back("Synced across power cuts: not selected in this run");
+  if constexpr (single_partition_fixture<F>) {
+    if (o.capabilities)
+      check_capabilities<F>(r, o);
+    else
+      r.not_run.push_back("capability checks: not selected");
+    if (o.synced)
+      check_synced<F>(r, o);
+    else
+      r.not_run.push_back("Synced across power cuts: not selected in this run");
+  } else {
+    r.not_run.push_back("capability checks: single-partition, and the fixture is partitioned");
+    r.not_run.push_back(
+        "Synced across power cuts: single-partition, and the fixture is "
+        "partitioned");
+  }
   if (o.crash_matrix)
     run_crash_matrix<F>(r, o);
   else
     r.not_run.push_back("crash matrix: not selected");
-  if (o.schedules)
-    run_random_schedules<F>(r, o);
-  else
-    r.not_run.push_back("random schedules: not selected");
+  if constexpr (single_partition_fixture<F>) {
+    if (o.schedules)
+      run_random_schedules<F>(r, o);
+    else
+      r.not_run.push_back("random schedules: not selected");
+  } else {
+    r.not_run.push_back("random schedules: single-partition, and the fixture is partitioned");
+  }
   return r;
 }
 

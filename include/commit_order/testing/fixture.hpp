@@ -44,12 +44,30 @@
 //                              declared Synced in front of a database sink): its declared
 //                              capabilities are not checked, and the report says so
 //
+// A fixture over a topic of several partitions has, instead of the single-partition source and
+// create_log:
+//
+//   static constexpr std::size_t partitions = N;
+//                              the topic's partitions (at least one)
+//   using source_type = ...;   a commit_order::partitioned_source assigned every partition
+//   void create_log(partition_id k, std::span<const event_type> events);
+//                              partition k holds these events at offsets 0..n-1; the kit's
+//                              keys never move between partitions
+//   sink_type                  takes apply(partition, offset, row) (a partitioned_sink) and,
+//                              transactional, keeps one position per partition
+//   store_type (optional)      one position per partition: load(k), commit(k, p)
+//   rows()                     each row with its source_partition
+//
+// The crash matrix runs over such a fixture; the capability checks, the power cuts and the
+// random schedules are single-partition, and a report over it lists them as not run.
+//
 // Memory parts are their own storage: their fixture's close() does nothing and every reopen
 // returns the same objects, which is exactly what a crash leaves them (docs/testing-kit.md).
 #pragma once
 
 #include <chrono>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <ratio>
 #include <span>
@@ -65,9 +83,10 @@ namespace commit_order::testing {
 /// One row of the sink as the fixture reads it back.
 template <class Row>
 struct observed_row {
-  std::int64_t key = 0;    ///< the key the row is stored under (the event's key)
-  offset source_offset{};  ///< the source offset the row carries
-  Row row{};               ///< the row itself, compared with the row the record makes
+  std::int64_t key = 0;             ///< the key the row is stored under (the event's key)
+  offset source_offset{};           ///< the source offset the row carries
+  Row row{};                        ///< the row itself, compared with the row the record makes
+  partition_id source_partition{};  ///< the partition it carries (a partitioned fixture's)
 };
 
 /// Simulated power cuts over one fixture's storage (an LD_PRELOAD shim, a VFS, a server stopped
@@ -141,13 +160,37 @@ concept fixture_members = requires {
   { f.rows() } -> std::same_as<std::vector<observed_row<sink_row_t<typename F::sink_type>>>>;
 };
 
-/// The shape every fixture must have: its members, and a fresh fixture (fresh storage) from its
-/// default constructor.
+/// The members of a fixture over a topic of several partitions.
 template <class F>
-concept conformance_fixture = std::default_initializable<F> && fixture_members<F>;
+concept partitioned_fixture_members = requires {
+  typename F::event_type;
+  typename F::source_type;
+  typename F::sink_type;
+  { F::partitions } -> std::convertible_to<std::size_t>;
+}
+&&partitioned_source<typename F::source_type>&& partitioned_sink<typename F::sink_type>&& requires(
+    F& f, partition_id p, std::span<const typename F::event_type> events, std::int64_t k) {
+  { F::make_event(k, k) } -> std::convertible_to<typename F::event_type>;
+  f.create_log(p, events);
+  { f.source() } -> std::same_as<typename F::source_type&>;
+  { f.sink() } -> std::same_as<typename F::sink_type&>;
+  f.close();
+  { f.rows() } -> std::same_as<std::vector<observed_row<sink_row_t<typename F::sink_type>>>>;
+};
+
+/// The shape every fixture must have: its members, single-partition or partitioned, and a fresh
+/// fixture (fresh storage) from its default constructor.
+template <class F>
+concept conformance_fixture = std::default_initializable<F> &&
+    (fixture_members<F> || partitioned_fixture_members<F>);
+
+/// A fixture over a single-partition source: what every check of the kit runs over.
+template <class F>
+concept single_partition_fixture = std::default_initializable<F> && fixture_members<F>;
 
 /// What the kit reads off a fixture.
-template <fixture_members F>
+template <class F>
+requires fixture_members<F> || partitioned_fixture_members<F>
 struct fixture_traits final {
   using event_type = typename F::event_type;
   using source_type = typename F::source_type;
@@ -155,6 +198,16 @@ struct fixture_traits final {
   using row_type = sink_row_t<sink_type>;
   using store_type = typename detail::store_of<F>::type;
   using transform_type = typename detail::transform_of<F>::type;
+
+  /// Over a topic of several partitions (partitioned_fixture_members).
+  static constexpr bool partitioned = partitioned_fixture_members<F>;
+  static constexpr std::size_t partitions = [] {
+    if constexpr (partitioned) {
+      return static_cast<std::size_t>(F::partitions);
+    } else {
+      return std::size_t{1};
+    }
+  }();
 
   static constexpr bool has_store = detail::names_store<F> && requires(F & f) {
     { f.store() } -> std::same_as<store_type&>;

@@ -481,7 +481,7 @@ void check_pipeline_synced(report& r, const conformance_options& o) {
 
 /// Checks every part of fixture F that declares Synced across simulated power cuts, and adds
 /// one entry per part (and per no-loss policy) to `r`.
-template <conformance_fixture F>
+template <single_partition_fixture F>
 void check_synced(report& r, const conformance_options& o = {}) {
   using traits = fixture_traits<F>;
   using sink_t = typename traits::sink_type;

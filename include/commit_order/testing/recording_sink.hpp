@@ -5,9 +5,11 @@
 // adapter's own sink (the adapter does all the work) and declares exactly what that sink
 // declares, so the pipeline is built and judged as over the bare sink, and takes the same paths
 // (fencing with claim/claim_next, the invariant check on the applied watermark, a run-time
-// transaction limit). The kit drives single-partition pipelines, so the per-partition forms of
-// a sink that has both are not forwarded. On the way it keeps a
-// journal: per source offset, how many times a write of it became durable (on return outside a
+// transaction limit). It forwards the single-partition forms of the sink's calls, or, as
+// `recording_sink<Sink, true>` in front of a partitioned source, the per-partition forms
+// (`apply(partition, offset, row)`, `load_position(partition)`, ...): never both, so the
+// pipeline takes the calls a user's pipeline over that source takes. On the way it keeps a
+// journal: per record, how many times a write of it became durable (on return outside a
 // transaction; at commit inside one; never if rolled back), and how many of those the offset
 // guard absorbed. It can also fail chosen records a chosen number of times before they reach
 // the sink — a record's failure, for the random schedules' error handling.
@@ -31,34 +33,53 @@
 
 namespace commit_order::testing {
 
-/// What became durable, per source offset.
+/// What became durable, per record. A record is its source offset on a single partition; over
+/// several partitions, `partition_starts[k] + offset` (the records of partition k follow those
+/// of the partitions before it).
 struct journal {
-  std::vector<int> delivered;  ///< durable deliveries per offset (index = offset)
+  std::vector<int> delivered;  ///< durable deliveries per record (index = offset on one partition)
   std::size_t absorbed = 0;    ///< durable deliveries the offset guard kept out
+  /// Where each partition's records begin in `delivered`; empty: one partition.
+  std::vector<std::int64_t> partition_starts;
   /// Asked when a write becomes durable: false once the power is out (the write was not
   /// acknowledged). Unset: always acknowledged.
   std::function<bool()> acknowledged;
-  /// Called for every durable delivery, with what the sink reported (`outcome_known` is false
-  /// for a sink whose apply returns void).
-  std::function<void(offset, write_outcome, bool outcome_known)> on_delivered;
-  /// Called after every durable change (the regression watch reads the sink's rows here).
+  /// Called for every durable delivery, with the record's index and what the sink reported
+  /// (`outcome_known` is false for a sink whose apply returns void).
+  std::function<void(std::int64_t record, write_outcome, bool outcome_known)> on_delivered;
+  /// Called for every write the sink took, when it took it (durable or not yet), with the
+  /// record's index: the order the pipeline wrote the records in.
+  std::function<void(std::int64_t)> on_applied;
+  /// Called after every durable change, and after a rollback (the regression watch reads the
+  /// sink's rows here).
   std::function<void()> after_durable_change;
 
+  /// The record at offset `o` of partition `k`.
+  [[nodiscard]] std::int64_t index(partition_id k, offset o) const {
+    if (partition_starts.empty())
+      return o.value();
+    return partition_starts.at(static_cast<std::size_t>(k.value())) + o.value();
+  }
+  /// A durable delivery of the record at offset `o` (of a single partition).
   void deliver(offset o, write_outcome out, bool outcome_known = true) {
+    deliver_record(o.value(), out, outcome_known);
+  }
+  [[nodiscard]] int deliveries(std::int64_t record) const {
+    const auto i = static_cast<std::size_t>(record);
+    return i < delivered.size() ? delivered[i] : 0;
+  }
+  /// A durable delivery of record `record` (see index()).
+  void deliver_record(std::int64_t record, write_outcome out, bool outcome_known = true) {
     if (acknowledged && !acknowledged())
       return;
-    const auto i = static_cast<std::size_t>(o.value());
+    const auto i = static_cast<std::size_t>(record);
     if (i >= delivered.size())
       delivered.resize(i + 1, 0);
     ++delivered[i];
     if (out == write_outcome::absorbed)
       ++absorbed;
     if (on_delivered)
-      on_delivered(o, out, outcome_known);
-  }
-  [[nodiscard]] int deliveries(std::int64_t o) const {
-    const auto i = static_cast<std::size_t>(o);
-    return i < delivered.size() ? delivered[i] : 0;
+      on_delivered(record, out, outcome_known);
   }
 };
 
@@ -71,13 +92,16 @@ class injected_record_failure final : public std::runtime_error {
                            std::to_string(o.value()) + " on purpose") {}
 };
 
-template <class Sink>
+/// `Partitioned`: forward the per-partition forms of the sink's calls (in front of a partitioned
+/// source) instead of the single-partition ones.
+template <class Sink, bool Partitioned = false>
 class recording_sink {
   static constexpr bool transactional = requires(Sink & s) {
     s.begin();
     s.commit();
     s.rollback();
   };
+  static constexpr bool single = !Partitioned;
 
  public:
   using row_type = sink_row_t<Sink>;
@@ -85,31 +109,16 @@ class recording_sink {
   using capabilities = capabilities_of_t<Sink>;
   using inner_type = Sink;
 
-  /// `failures`: offset -> failures left before the record reaches the sink (-1: forever).
+  /// `failures`: record (its offset on one partition) -> failures left before the record
+  /// reaches the sink (-1: forever).
   recording_sink(Sink& inner, journal& j, std::map<offset, int>* failures = nullptr)
       : inner_(&inner), journal_(&j), failures_(failures) {}
 
-  write_outcome apply(offset o, const row_type& row) {
-    if (failures_ != nullptr) {
-      if (auto it = failures_->find(o); it != failures_->end() && it->second != 0) {
-        if (it->second > 0)
-          --it->second;
-        throw injected_record_failure(o);
-      }
-    }
-    write_outcome out = write_outcome::applied;
-    if constexpr (std::is_same_v<decltype(inner_->apply(o, row)), write_outcome>) {
-      out = inner_->apply(o, row);
-    } else {
-      inner_->apply(o, row);
-    }
-    if (in_tx_) {
-      staged_.push_back(staged{o, out});
-    } else {
-      journal_->deliver(o, out, outcome_known);
-      changed();
-    }
-    return out;
+  write_outcome apply(offset o, const row_type& row) requires single {
+    return record(journal_->index(partition_id{0}, o), [&] { return inner_->apply(o, row); });
+  }
+  write_outcome apply(partition_id k, offset o, const row_type& row) requires Partitioned {
+    return record(journal_->index(k, o), [&] { return inner_->apply(k, o, row); });
   }
 
   void begin() requires transactional {
@@ -121,36 +130,80 @@ class recording_sink {
     inner_->commit();
     in_tx_ = false;
     for (const staged& s : staged_)
-      journal_->deliver(s.o, s.out, outcome_known);
+      journal_->deliver_record(s.record, s.out, outcome_known);
     if (!staged_.empty())
       changed();
     staged_.clear();
   }
+  /// The rollback must restore the committed rows, never something older: the regression
+  /// watch looks again.
   void rollback() requires transactional {
     in_tx_ = false;
     staged_.clear();
     inner_->rollback();
+    changed();
   }
-  void store_position(position p) requires requires(Sink& s, position q) { s.store_position(q); }
+
+  // ---- the single-partition forms --------------------------------------------------------
+  void store_position(position p) requires single && requires(Sink& s, position q) {
+    s.store_position(q);
+  }
   { inner_->store_position(p); }
-  void store_position(position p, epoch e) requires requires(Sink& s, position q, epoch f) {
+  void store_position(position p, epoch e) requires single &&
+      requires(Sink& s, position q, epoch f) {
     s.store_position(q, f);
   }
   { inner_->store_position(p, e); }
-  std::optional<position> claim(epoch e) requires requires(Sink& s, epoch f) { s.claim(f); }
+  std::optional<position> claim(epoch e) requires single && requires(Sink& s, epoch f) {
+    s.claim(f);
+  }
   { return inner_->claim(e); }
-  claimed claim_next() requires requires(Sink& s) { s.claim_next(); }
+  claimed claim_next() requires single && requires(Sink& s) { s.claim_next(); }
   { return inner_->claim_next(); }
+  std::optional<position> load_position() const requires single && requires(Sink& s) {
+    s.load_position();
+  }
+  { return inner_->load_position(); }
+  std::optional<offset> applied_watermark() const requires single && watermarked_sink<Sink> {
+    return inner_->applied_watermark();
+  }
+
+  // ---- the per-partition forms ------------------------------------------------------------
+  void store_position(partition_id k, position p) requires Partitioned &&
+      requires(Sink& s, partition_id j, position q) {
+    s.store_position(j, q);
+  }
+  { inner_->store_position(k, p); }
+  void store_position(partition_id k, position p, epoch e) requires Partitioned &&
+      requires(Sink& s, partition_id j, position q, epoch f) {
+    s.store_position(j, q, f);
+  }
+  { inner_->store_position(k, p, e); }
+  std::optional<position> claim(partition_id k, epoch e) requires Partitioned &&
+      requires(Sink& s, partition_id j, epoch f) {
+    s.claim(j, f);
+  }
+  { return inner_->claim(k, e); }
+  claimed claim_next(partition_id k) requires Partitioned && requires(Sink& s, partition_id j) {
+    s.claim_next(j);
+  }
+  { return inner_->claim_next(k); }
+  std::optional<position> load_position(partition_id k) const requires Partitioned &&
+      requires(Sink& s, partition_id j) {
+    s.load_position(j);
+  }
+  { return inner_->load_position(k); }
+  std::optional<offset> applied_watermark(partition_id k) const requires Partitioned
+      && partitioned_watermarked_sink<Sink> {
+    return inner_->applied_watermark(k);
+  }
+
+  // ---- either ---------------------------------------------------------------------------
   std::int64_t era() const requires stream_registry<Sink> {
     return static_cast<std::int64_t>(inner_->era());
   }
   void check_partition_count(std::size_t n) requires stream_registry<Sink> {
     inner_->check_partition_count(n);
-  }
-  std::optional<position> load_position() const requires requires(Sink& s) { s.load_position(); }
-  { return inner_->load_position(); }
-  std::optional<offset> applied_watermark() const requires watermarked_sink<Sink> {
-    return inner_->applied_watermark();
   }
   std::size_t max_transaction_rows() const requires runtime_limited_sink<Sink> {
     return static_cast<std::size_t>(inner_->max_transaction_rows());
@@ -168,13 +221,48 @@ class recording_sink {
 
  private:
   struct staged {
-    offset o;
+    std::int64_t record;
     write_outcome out;
   };
-  static constexpr bool outcome_known =
-      std::is_same_v<decltype(std::declval<Sink&>().apply(offset{},
-                                                          std::declval<const row_type&>())),
-                     write_outcome>;
+  static constexpr bool outcome_known = [] {
+    if constexpr (Partitioned) {
+      return std::is_same_v<decltype(std::declval<Sink&>().apply(partition_id{}, offset{},
+                                                                 std::declval<const row_type&>())),
+                            write_outcome>;
+    } else {
+      return std::is_same_v<decltype(std::declval<Sink&>().apply(offset{},
+                                                                 std::declval<const row_type&>())),
+                            write_outcome>;
+    }
+  }();
+
+  /// One write of record `i`: fail it if it is to fail, else hand it to the sink (`write`) and
+  /// journal it (now, or at commit inside a transaction).
+  template <class Write>
+  write_outcome record(std::int64_t i, Write&& write) {
+    if (failures_ != nullptr) {
+      if (auto it = failures_->find(offset{i}); it != failures_->end() && it->second != 0) {
+        if (it->second > 0)
+          --it->second;
+        throw injected_record_failure(offset{i});
+      }
+    }
+    write_outcome out = write_outcome::applied;
+    if constexpr (outcome_known) {
+      out = write();
+    } else {
+      write();
+    }
+    if (journal_->on_applied)
+      journal_->on_applied(i);
+    if (in_tx_) {
+      staged_.push_back(staged{i, out});
+    } else {
+      journal_->deliver_record(i, out, outcome_known);
+      changed();
+    }
+    return out;
+  }
 
   void changed() {
     if (journal_->after_durable_change)

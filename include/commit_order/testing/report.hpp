@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <deque>
+#include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -29,6 +31,12 @@ struct check_report {
   std::vector<std::string> failures;
   /// What the check measured on the way (records lost under AtMostOnce, replays absorbed, ...).
   std::vector<std::string> notes;
+  /// The same figures by name, for a test to assert on: the crash matrix's "crashes",
+  /// "losing", "records lost", "largest loss", "replaying", "records replayed", "absorbed",
+  /// "regressions"; the random schedules' "schedules", "lives", "crashes", "record failures",
+  /// "dead-lettered", "retention runs", "positions lost", "records lost", "records replayed",
+  /// "configurations", "configurations reached".
+  std::map<std::string, std::size_t, std::less<>> measured;
 
   static constexpr std::size_t kept_failures = 40;
 
@@ -50,7 +58,7 @@ struct report {
   std::vector<std::string> not_run;
 
   check_report& add(std::string name) {
-    checks.push_back(check_report{std::move(name), 0, 0, {}, {}});
+    checks.push_back(check_report{std::move(name), 0, 0, {}, {}, {}});
     return checks.back();
   }
 

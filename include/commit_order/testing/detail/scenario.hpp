@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <random>
@@ -25,6 +26,7 @@
 #include "commit_order/capabilities.hpp"
 #include "commit_order/faults.hpp"
 #include "commit_order/guarantee.hpp"
+#include "commit_order/observer.hpp"
 #include "commit_order/options.hpp"
 #include "commit_order/pipeline.hpp"
 #include "commit_order/policy.hpp"
@@ -112,40 +114,101 @@ inline std::string ranges(const std::vector<bool>& flags) {
 /// The kit's events: each record updates one key; `seq` counts the key's updates in log order,
 /// so a row that went back to an older event is visible. Keys follow a fixed LCG (Knuth's MMIX
 /// constants): irregular, and the same in every run for one seed.
+///
+/// Records are numbered across partitions: partition 0's, then partition 1's, ... (`starts`);
+/// on a single partition a record's number is its offset. A key belongs to one partition.
 template <class Event>
 struct stream {
   std::vector<Event> events;
-  std::vector<std::int64_t> keys;  ///< key of the record at each offset
+  std::vector<std::int64_t> keys;  ///< key of each record
   std::vector<std::int64_t> seqs;  ///< its seq
+  /// Where each partition's records begin, then one past the last record.
+  std::vector<std::int64_t> starts{0};
 
   [[nodiscard]] std::int64_t size() const noexcept {
     return static_cast<std::int64_t>(events.size());
   }
+  [[nodiscard]] std::size_t partitions() const noexcept { return starts.size() - 1; }
+  [[nodiscard]] std::int64_t partition_size(partition_id k) const {
+    const auto p = static_cast<std::size_t>(k.value());
+    return starts[p + 1] - starts[p];
+  }
+  [[nodiscard]] std::int64_t index(partition_id k, offset o) const {
+    return starts[static_cast<std::size_t>(k.value())] + o.value();
+  }
+  [[nodiscard]] partition_id partition_of(std::int64_t i) const {
+    const auto it = std::upper_bound(starts.begin(), starts.end(), i);
+    return partition_id{static_cast<std::int32_t>(it - starts.begin() - 1)};
+  }
+  [[nodiscard]] offset offset_of(std::int64_t i) const {
+    return offset{i - starts[static_cast<std::size_t>(partition_of(i).value())]};
+  }
+  /// Whether (k, o) names a record of the log.
+  [[nodiscard]] bool holds(partition_id k, offset o) const {
+    return k.value() >= 0 && static_cast<std::size_t>(k.value()) < partitions() && o.value() >= 0 &&
+           o.value() < partition_size(k);
+  }
+  /// "offset 5" on one partition, "partition 1 offset 5" on several.
+  [[nodiscard]] std::string name(std::int64_t i) const {
+    if (partitions() == 1)
+      return "offset " + std::to_string(i);
+    return "partition " + std::to_string(partition_of(i).value()) + " offset " +
+           std::to_string(offset_of(i).value());
+  }
+  /// "[a, b) [c, d)" of offsets, per partition on several ("p0 [a, b), p1 [c, d)").
+  [[nodiscard]] std::string ranges(const std::vector<bool>& flags) const {
+    if (partitions() == 1)
+      return detail::ranges(flags);
+    std::string out;
+    for (std::size_t p = 0; p < partitions(); ++p) {
+      const auto first = flags.begin() + std::min<std::ptrdiff_t>(starts[p], std::ssize(flags));
+      const auto last = flags.begin() + std::min<std::ptrdiff_t>(starts[p + 1], std::ssize(flags));
+      const std::string r = detail::ranges(std::vector<bool>(first, last));
+      if (r != "none")
+        out += (out.empty() ? "p" : ", p") + std::to_string(p) + " " + r;
+    }
+    return out.empty() ? "none" : out;
+  }
 };
 
+/// `n` records on each of `partitions` partitions, each partition over `keys` keys of its own
+/// (partition k's are k * keys ... k * keys + keys - 1). One LCG runs through the partitions.
 template <class F>
-stream<typename F::event_type> make_stream(std::int64_t n, std::int64_t keys, std::uint64_t seed) {
+stream<typename F::event_type> make_stream(std::size_t partitions, std::int64_t n,
+                                           std::int64_t keys, std::uint64_t seed) {
   stream<typename F::event_type> s;
-  std::vector<std::int64_t> next(static_cast<std::size_t>(keys), 0);
+  std::vector<std::int64_t> next(partitions * static_cast<std::size_t>(keys), 0);
   std::uint64_t x = seed ^ 0x2545F4914F6CDD1DULL;
-  for (std::int64_t i = 0; i < n; ++i) {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    const auto k = static_cast<std::int64_t>((x >> 33) % static_cast<std::uint64_t>(keys));
-    const std::int64_t q = next[static_cast<std::size_t>(k)]++;
-    s.events.push_back(F::make_event(k, q));
-    s.keys.push_back(k);
-    s.seqs.push_back(q);
+  for (std::size_t p = 0; p < partitions; ++p) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      const auto k = static_cast<std::int64_t>(p) * keys +
+                     static_cast<std::int64_t>((x >> 33) % static_cast<std::uint64_t>(keys));
+      const std::int64_t q = next[static_cast<std::size_t>(k)]++;
+      s.events.push_back(F::make_event(k, q));
+      s.keys.push_back(k);
+      s.seqs.push_back(q);
+    }
+    s.starts.push_back(s.size());
   }
   return s;
 }
 
+/// `n` records over `keys` keys on a single partition.
+template <class F>
+stream<typename F::event_type> make_stream(std::int64_t n, std::int64_t keys, std::uint64_t seed) {
+  return make_stream<F>(1, n, keys, seed);
+}
+
 // ---- the fault injector ----------------------------------------------------------------------
 
-/// Counts fault points and crashes at the chosen one. Under AutoCommit it moves the manual clock
-/// by one interval at every `clock_every`-th point, or at random points drawn from `clock_rng`,
-/// so the timer fires at boundaries that vary from run to run yet repeat for one setting. It
-/// remembers where the unit in flight began: units are contiguous from the recovered position.
+/// Counts fault points (writing them down in `trace`, when given) and crashes at the chosen one.
+/// Under AutoCommit it moves the manual clock by one interval at every `clock_every`-th point,
+/// or at random points drawn from `clock_rng`, so the timer fires at boundaries that vary from
+/// run to run yet repeat for one setting. On a single partition it remembers where the unit in
+/// flight began: units are contiguous from the recovered position.
 struct kit_faults {
+  std::vector<fault_point>* trace = nullptr;
   std::size_t crash_at = never;
   std::size_t seen = 0;
   std::size_t clock_every = 0;
@@ -166,6 +229,8 @@ struct kit_faults {
       unit_begin = last_unit_end;
     }
     last_unit_end = unit_end = p.unit_end.value();
+    if (trace != nullptr)
+      trace->push_back(p);
     const std::size_t n = seen++;
     if (clock_every != 0 && n % clock_every == clock_every - 1)
       manual_clock::advance(interval);
@@ -174,6 +239,19 @@ struct kit_faults {
     if (n == crash_at)
       throw injected_crash{p};
   }
+};
+
+/// What the kit hears from the pipeline: the records each poll returned (when `polls` is
+/// given) and the replays the sink reported absorbed.
+struct kit_observer final {
+  std::vector<std::size_t>* polls = nullptr;
+  std::size_t replays_absorbed = 0;
+
+  void on(events::polled, std::size_t records, position) {
+    if (polls != nullptr)
+      polls->push_back(records);
+  }
+  void on(events::replay_absorbed, offset) noexcept { ++replays_absorbed; }
 };
 
 // ---- the pipeline over a fixture -------------------------------------------------------------
@@ -197,7 +275,7 @@ template <class F, class Policy, class Handling = stop>
 struct pipeline_for final {
   using traits = fixture_traits<F>;
   using source_type = typename traits::source_type;
-  using sink_type = recording_sink<typename traits::sink_type>;
+  using sink_type = recording_sink<typename traits::sink_type, traits::partitioned>;
   using store_type = typename traits::store_type;
   using event_type = typename traits::event_type;
   /// Dead letters kept in memory, declared as durable as the sink (rule R12): the kit's crashes
@@ -214,7 +292,7 @@ struct pipeline_for final {
       std::declval<keep_if<uses_store && traits::has_store, with_store<store_type>>>(),
       std::declval<keep_if<timer, with_clock<manual_clock>>>(),
       std::declval<keep_if<names_transform<F>, with_transform<typename traits::transform_type>>>(),
-      std::declval<std::tuple<with_faults<kit_faults>>>(),
+      std::declval<std::tuple<with_faults<kit_faults>, with_observer<kit_observer>>>(),
       std::declval<keep_if<!std::is_same_v<Handling, stop>, with_error_handling<Handling>>>(),
       std::declval<keep_if<dead_letters, with_dead_letters<dead_letters_type>>>()));
   using of = pipeline_of<source_type, sink_type, Policy, options>;
@@ -224,33 +302,42 @@ struct pipeline_for final {
 
 // ---- one scenario's world --------------------------------------------------------------------
 
-/// The model of the sink's rows, kept from the journal's deliveries: per key the offset its row
-/// must hold (a keyed sink), per offset how many rows it must have (an append sink). Under an
-/// offset guard an older offset never wins, whatever the sink reports; the sink's own report
-/// (applied / absorbed) must agree with the guard.
+/// The model of the sink's rows, kept from the journal's deliveries: per key the record its row
+/// must hold (a keyed sink), per record how many rows it must have (an append sink). Under an
+/// offset guard an older record never wins, whatever the sink reports; the sink's own report
+/// (applied / absorbed) must agree with the guard, and a sink that declares no guard never
+/// reports a write absorbed.
 struct sink_model {
   bool keyed = false;
-  bool guarded = false;
+  bool guarded = false;    ///< OffsetGuarded
+  bool any_guard = false;  ///< OffsetGuarded or VersionGuarded
   const std::vector<std::int64_t>* keys = nullptr;
-  std::map<std::int64_t, std::int64_t> current;  ///< key -> offset its row holds
+  std::function<std::string(std::int64_t)> name;  ///< a record's name in messages
+  std::map<std::int64_t, std::int64_t> current;   ///< key -> record its row holds
   std::size_t outcome_mismatches = 0;
   std::string first_mismatch;
 
-  void deliver(offset o, write_outcome out, bool known) {
+  void deliver(std::int64_t record, write_outcome out, bool known) {
+    if (!any_guard && known && out == write_outcome::absorbed) {
+      if (outcome_mismatches++ == 0)
+        first_mismatch = "apply(" + name(record) +
+                         ") reported absorbed, but the sink declares no guard (an unguarded sink "
+                         "reported an absorbed replay)";
+    }
     if (!keyed)
       return;
-    const std::int64_t k = (*keys)[static_cast<std::size_t>(o.value())];
+    const std::int64_t k = (*keys)[static_cast<std::size_t>(record)];
     auto it = current.find(k);
-    const bool wins = !guarded || it == current.end() || it->second < o.value();
+    const bool wins = !guarded || it == current.end() || it->second < record;
     if (guarded && known && (out == write_outcome::applied) != wins) {
       if (outcome_mismatches++ == 0)
-        first_mismatch = "apply(" + std::to_string(o.value()) + ") reported " +
+        first_mismatch = "apply(" + name(record) + ") reported " +
                          (out == write_outcome::applied ? "applied" : "absorbed") + " while key " +
-                         std::to_string(k) + "'s row held offset " +
-                         (it == current.end() ? std::string("none") : std::to_string(it->second));
+                         std::to_string(k) + "'s row held " +
+                         (it == current.end() ? std::string("none") : name(it->second));
     }
     if (wins)
-      current[k] = o.value();
+      current[k] = record;
   }
 };
 
@@ -260,59 +347,71 @@ template <class F>
 struct world {
   using traits = fixture_traits<F>;
   using event_type = typename traits::event_type;
+  using sink_type = typename traits::sink_type;
+  using recording_type = recording_sink<sink_type, traits::partitioned>;
   using dead_letters_type =
-      memory::dead_letters<event_type, declared_durability_t<typename traits::sink_type, Volatile>>;
+      memory::dead_letters<event_type, declared_durability_t<sink_type, Volatile>>;
 
+  const stream<event_type>* s;
   F fixture{};
   journal j;
   sink_model model;
   std::map<offset, int> failures;
   dead_letters_type letters;
-  /// The regression watch (offset-guarded sinks): per key the highest offset its row showed.
+  /// The regression watch (keyed sinks): per key the highest record its row showed, and the
+  /// record it showed last. A row that changes to a record below the highest is a regression:
+  /// a failure on an offset-guarded sink, and what an unguarded one does while a replay catches
+  /// up (counted).
   std::map<std::int64_t, std::int64_t> high_water;
+  std::map<std::int64_t, std::int64_t> last_seen;
   std::size_t regressions = 0;
   std::string first_regression;
 
-  explicit world(const stream<event_type>& s) {
-    using sink_t = typename traits::sink_type;
-    model.keyed = has_capability_v<sink_t, Idempotent>;
-    model.guarded = has_capability_v<sink_t, OffsetGuarded>;
-    model.keys = &s.keys;
-    j.delivered.assign(s.events.size(), 0);
-    j.on_delivered = [this](offset o, write_outcome out, bool known) {
-      model.deliver(o, out, known);
+  explicit world(const stream<event_type>& events) : s(&events) {
+    model.keyed = has_capability_v<sink_type, Idempotent>;
+    model.guarded = has_capability_v<sink_type, OffsetGuarded>;
+    model.any_guard = guarded_v<sink_type>;
+    model.keys = &events.keys;
+    model.name = [this](std::int64_t i) { return s->name(i); };
+    j.delivered.assign(events.events.size(), 0);
+    if constexpr (traits::partitioned)
+      j.partition_starts.assign(events.starts.begin(), events.starts.end() - 1);
+    j.on_delivered = [this](std::int64_t record, write_outcome out, bool known) {
+      model.deliver(record, out, known);
     };
-    if (model.guarded) {
-      // Read back after every durable change: a guarded row never goes back to an older offset,
+    if (model.keyed || model.guarded) {
+      // Read back after every durable change: a guarded row never goes back to an older record,
       // not even for a moment between a replayed write and the newer one after it.
-      j.after_durable_change = [this] {
-        for (const auto& r : fixture.rows()) {
-          auto [it, fresh] = high_water.try_emplace(r.key, r.source_offset.value());
-          if (fresh)
-            continue;
-          if (r.source_offset.value() < it->second) {
-            if (regressions++ == 0)
-              first_regression = "key " + std::to_string(r.key) + " went back from offset " +
-                                 std::to_string(it->second) + " to " +
-                                 std::to_string(r.source_offset.value());
-          } else {
-            it->second = r.source_offset.value();
-          }
-        }
-      };
+      j.after_durable_change = [this] { watch(); };
     }
-    fixture.create_log(std::span<const event_type>(s.events));
+    if constexpr (traits::partitioned) {
+      for (std::size_t p = 0; p < events.partitions(); ++p) {
+        const auto first = events.events.begin() + events.starts[p];
+        const auto last = events.events.begin() + events.starts[p + 1];
+        fixture.create_log(partition_id{static_cast<std::int32_t>(p)},
+                           std::span<const event_type>(first, last));
+      }
+    } else {
+      fixture.create_log(std::span<const event_type>(events.events));
+    }
   }
   world(const world&) = delete;
   world& operator=(const world&) = delete;
 
-  /// The durable position for `Policy`: in the sink's transaction, or in the store.
+  /// The durable position of partition k for `Policy`: in the sink's transaction, or in the
+  /// store.
   template <class Policy>
-  std::optional<position> stored() {
+  std::optional<position> stored(partition_id k = partition_id{0}) {
     if constexpr (policy_facts_v<Policy>.position_in_sink) {
-      return fixture.sink().load_position();
+      if constexpr (traits::partitioned)
+        return fixture.sink().load_position(k);
+      else
+        return fixture.sink().load_position();
     } else if constexpr (traits::has_store) {
-      return fixture.store().load();
+      if constexpr (traits::partitioned)
+        return fixture.store().load(k);
+      else
+        return fixture.store().load();
     } else {
       return std::nullopt;
     }
@@ -320,19 +419,40 @@ struct world {
 
   /// A pipeline over the open parts (opening them). The recording sink must outlive it.
   template <class Policy, class Handling>
-  typename pipeline_for<F, Policy, Handling>::type make(
-      recording_sink<typename traits::sink_type>& sink, const settings& s) {
+  typename pipeline_for<F, Policy, Handling>::type make(recording_type& sink, const settings& cfg) {
     using pf = pipeline_for<F, Policy, Handling>;
     using pipeline_t = typename pf::type;
     auto& src = fixture.source();
     if constexpr (pf::uses_store && pf::dead_letters) {
-      return pipeline_t(src, sink, fixture.store(), letters, s);
+      return pipeline_t(src, sink, fixture.store(), letters, cfg);
     } else if constexpr (pf::uses_store) {
-      return pipeline_t(src, sink, fixture.store(), s);
+      return pipeline_t(src, sink, fixture.store(), cfg);
     } else if constexpr (pf::dead_letters) {
-      return pipeline_t(src, sink, letters, s);
+      return pipeline_t(src, sink, letters, cfg);
     } else {
-      return pipeline_t(src, sink, s);
+      return pipeline_t(src, sink, cfg);
+    }
+  }
+
+ private:
+  void watch() {
+    for (const auto& r : fixture.rows()) {
+      if (!s->holds(r.source_partition, r.source_offset))
+        continue;  // check_rows reports it
+      const std::int64_t i = s->index(r.source_partition, r.source_offset);
+      auto [seen, first] = last_seen.try_emplace(r.key, i);
+      const bool changed = first || seen->second != i;
+      seen->second = i;
+      auto [high, fresh] = high_water.try_emplace(r.key, i);
+      if (fresh)
+        continue;
+      if (i < high->second) {
+        if (changed && regressions++ == 0)
+          first_regression = "key " + std::to_string(r.key) + " went back from " +
+                             s->name(high->second) + " to " + s->name(i);
+      } else {
+        high->second = i;
+      }
     }
   }
 };
@@ -342,8 +462,8 @@ struct world {
 using fail_fn = std::function<void(const std::string&)>;
 
 /// The sink's rows, read back, against the model: every row is the row its record makes, under
-/// its record's key; a keyed sink has one row per key, at the offset the model says; an append
-/// sink has as many rows per offset as durable deliveries.
+/// its record's key; a keyed sink has one row per key, at the record the model says; an append
+/// sink has as many rows per record as durable deliveries.
 template <class F>
 void check_rows(world<F>& w, const stream<typename F::event_type>& s, const std::string& when,
                 const fail_fn& fail) {
@@ -351,22 +471,29 @@ void check_rows(world<F>& w, const stream<typename F::event_type>& s, const std:
   const auto rows = w.fixture.rows();
   const std::int64_t n = s.size();
   std::map<std::int64_t, int> per_key;
-  std::vector<int> per_offset(static_cast<std::size_t>(n), 0);
+  std::map<std::int64_t, std::int64_t> got;  ///< key -> record its (last) row holds
+  std::vector<int> per_record(static_cast<std::size_t>(n), 0);
   for (const auto& r : rows) {
     const std::int64_t o = r.source_offset.value();
-    if (o < 0 || o >= n) {
-      fail(when + ": a row carries source offset " + std::to_string(o) + ", outside the log [0, " +
-           std::to_string(n) + ")");
+    if (!s.holds(r.source_partition, r.source_offset)) {
+      if (s.partitions() == 1)
+        fail(when + ": a row carries source offset " + std::to_string(o) +
+             ", outside the log [0, " + std::to_string(n) + ")");
+      else
+        fail(when + ": a row carries partition " + std::to_string(r.source_partition.value()) +
+             " offset " + std::to_string(o) + ", which is no record of the log");
       continue;
     }
-    const auto i = static_cast<std::size_t>(o);
-    ++per_offset[i];
+    const std::int64_t i = s.index(r.source_partition, r.source_offset);
+    const auto at = static_cast<std::size_t>(i);
+    ++per_record[at];
     ++per_key[r.key];
-    if (r.key != s.keys[i])
-      fail(when + ": the row of offset " + std::to_string(o) + " is stored under key " +
-           std::to_string(r.key) + ", its record's key is " + std::to_string(s.keys[i]));
-    else if (!(r.row == traits::row_of(s.events[i])))
-      fail(when + ": the row of offset " + std::to_string(o) + " (key " + std::to_string(r.key) +
+    got[r.key] = i;
+    if (r.key != s.keys[at])
+      fail(when + ": the row of " + s.name(i) + " is stored under key " + std::to_string(r.key) +
+           ", its record's key is " + std::to_string(s.keys[at]));
+    else if (!(r.row == traits::row_of(s.events[at])))
+      fail(when + ": the row of " + s.name(i) + " (key " + std::to_string(r.key) +
            ") is not the row its record makes");
   }
   if (w.model.keyed) {
@@ -374,40 +501,37 @@ void check_rows(world<F>& w, const stream<typename F::event_type>& s, const std:
       if (count > 1)
         fail(when + ": key " + std::to_string(k) + " has " + std::to_string(count) +
              " rows (a duplicate row in an Idempotent sink)");
-    std::map<std::int64_t, std::int64_t> got;
-    for (const auto& r : rows)
-      got[r.key] = r.source_offset.value();
-    for (const auto& [k, o] : w.model.current) {
+    for (const auto& [k, i] : w.model.current) {
       auto it = got.find(k);
       if (it == got.end())
-        fail(when + ": key " + std::to_string(k) + " has no row; offset " + std::to_string(o) +
+        fail(when + ": key " + std::to_string(k) + " has no row; " + s.name(i) +
              " was written durably");
-      else if (it->second != o)
-        fail(when + ": key " + std::to_string(k) + " holds offset " + std::to_string(it->second) +
-             ", the durable writes leave offset " + std::to_string(o));
+      else if (it->second != i)
+        fail(when + ": key " + std::to_string(k) + " holds " + s.name(it->second) +
+             ", the durable writes leave " + s.name(i));
     }
-    for (const auto& [k, o] : got)
+    for (const auto& [k, i] : got)
       if (w.model.current.count(k) == 0)
-        fail(when + ": key " + std::to_string(k) + " has a row (offset " + std::to_string(o) +
+        fail(when + ": key " + std::to_string(k) + " has a row (" + s.name(i) +
              ") though no write of it became durable");
   } else {
-    for (std::int64_t o = 0; o < n; ++o) {
-      const int want = w.j.deliveries(o);
-      const int have = per_offset[static_cast<std::size_t>(o)];
+    for (std::int64_t i = 0; i < n; ++i) {
+      const int want = w.j.deliveries(i);
+      const int have = per_record[static_cast<std::size_t>(i)];
       if (have != want)
-        fail(when + ": offset " + std::to_string(o) + " has " + std::to_string(have) +
+        fail(when + ": " + s.name(i) + " has " + std::to_string(have) +
              " rows, it was written durably " + std::to_string(want) + " times");
     }
   }
   if (w.model.outcome_mismatches != 0)
-    fail(when + ": the offset guard's report disagrees with the guard " +
+    fail(when + ": the sink's report disagrees with its guard " +
          std::to_string(w.model.outcome_mismatches) + " times, first: " + w.model.first_mismatch);
-  if (w.regressions != 0)
+  if (w.model.guarded && w.regressions != 0)
     fail(when + ": an offset-guarded row went back to an older offset " +
          std::to_string(w.regressions) + " times, first: " + w.first_regression);
 }
 
-/// Where a crash or a failed record may have lost or replayed records.
+/// Where a crash or a failed record may have lost or replayed records: records [begin, end).
 struct window {
   std::int64_t begin = 0;
   std::int64_t end = 0;
@@ -421,8 +545,8 @@ struct outcome {
   std::vector<bool> lost_flags;
 };
 
-/// Loss and replay over [0, due), against the guarantee and the windows: a no-loss policy loses
-/// nothing, a no-duplicate policy writes nothing twice, and what a lossy or replaying policy
+/// Loss and replay over records [0, due), against the guarantee and the windows: a no-loss policy
+/// loses nothing, a no-duplicate policy writes nothing twice, and what a lossy or replaying policy
 /// loses or replays lies inside the unit in flight at a crash or a failed record.
 template <class Guarantee, class World>
 outcome reconcile_deliveries(const World& w, std::int64_t due,
@@ -460,26 +584,27 @@ outcome reconcile_deliveries(const World& w, std::int64_t due,
   }
   if (std::find(forbidden_loss.begin(), forbidden_loss.end(), true) != forbidden_loss.end())
     fail("records lost under a policy that never loses (" + std::string(Guarantee::name) +
-         "): " + ranges(forbidden_loss));
+         "): " + w.s->ranges(forbidden_loss));
   if (std::find(forbidden_replay.begin(), forbidden_replay.end(), true) != forbidden_replay.end())
     fail("records written twice under a policy that never duplicates (" +
-         std::string(Guarantee::name) + "): " + ranges(forbidden_replay));
+         std::string(Guarantee::name) + "): " + w.s->ranges(forbidden_replay));
   if (std::find(lost_outside.begin(), lost_outside.end(), true) != lost_outside.end())
     fail("records lost outside the unit in flight at any crash or failure: " +
-         ranges(lost_outside));
+         w.s->ranges(lost_outside));
   if (std::find(replayed_outside.begin(), replayed_outside.end(), true) != replayed_outside.end())
     fail("records replayed outside the unit in flight at any crash or failure: " +
-         ranges(replayed_outside));
+         w.s->ranges(replayed_outside));
   return r;
 }
 
-/// After a run: every key's row is the newest record of that key the sink received (for an
-/// unguarded sink only once the last life finished: a replay cut short may leave it behind).
-/// With no loss, that is the key's last record in the log.
+/// After a run: every key's row is the newest record of that key the sink received. For an
+/// unguarded sink only when `converged`: the last life finished, and nothing can have left a
+/// replay cut short behind it (a replay overwrites newer rows until it catches up). With no
+/// loss, that is the key's last record in the log.
 template <class F>
-void check_final_state(world<F>& w, const stream<typename F::event_type>& s, bool finished,
+void check_final_state(world<F>& w, const stream<typename F::event_type>& s, bool converged,
                        const fail_fn& fail) {
-  if (!w.model.keyed || !(w.model.guarded || finished))
+  if (!w.model.keyed || !(w.model.guarded || converged))
     return;
   std::map<std::int64_t, std::int64_t> newest;
   for (std::int64_t o = 0; o < s.size(); ++o)
@@ -488,8 +613,8 @@ void check_final_state(world<F>& w, const stream<typename F::event_type>& s, boo
   for (const auto& [k, o] : newest) {
     auto it = w.model.current.find(k);
     if (it == w.model.current.end() || it->second != o)
-      fail("key " + std::to_string(k) + " does not end on the newest record it received (offset " +
-           std::to_string(o) + ")");
+      fail("key " + std::to_string(k) + " does not end on the newest record it received (" +
+           s.name(o) + ")");
   }
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/policies.hpp — the four configurations the lab runs, each with the weakest
+// support/lab/policies.hpp — the four configurations the lab runs, each with the weakest
 // sink its rules allow, so that whatever a policy can do wrong shows in the table:
 //
 //   AtMostOnce<AutoCommit>  keyed upsert, no offset guard  (R1 demands Idempotent, no more)

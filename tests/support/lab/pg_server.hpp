@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/pg_server.hpp — a throwaway PostgreSQL server: initdb and pg_ctl in a fresh
+// support/lab/pg_server.hpp — a throwaway PostgreSQL server: initdb and pg_ctl in a fresh
 // directory under /tmp, listening only on a unix socket there.
 //
 // initdb refuses to run as root, and the tests run as root in CI: as root, the server's

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/pg_lab.hpp — the lab's PostgreSQL side: the same table and the same four
+// support/lab/pg_lab.hpp — the lab's PostgreSQL side: the same table and the same four
 // policies as with SQLite, in one schema per policy of a PostgreSQL database.
 //
 //   AtMostOnce<AutoCommit>  postgres::upsert_sink          + postgres::position_store
@@ -27,8 +27,8 @@
 #include <commit_order/adapters/postgres.hpp>
 #include <commit_order/commit_order.hpp>
 
-#include "lab/orders.hpp"
-#include "lab/policies.hpp"
+#include "support/lab/orders.hpp"
+#include "support/lab/policies.hpp"
 
 namespace crash_lab {
 

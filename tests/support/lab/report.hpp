@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/report.hpp — the table, the guarantees each policy owes, and a reading of it.
+// support/lab/report.hpp — the table, the guarantees each policy owes, and a reading of it.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "lab/policies.hpp"
-#include "lab/supervisor.hpp"
+#include "support/lab/policies.hpp"
+#include "support/lab/supervisor.hpp"
 
 namespace crash_lab {
 

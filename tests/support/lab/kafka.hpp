@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/kafka.hpp — the orders in a Kafka topic: of librdkafka's mock cluster, or a
+// support/lab/kafka.hpp — the orders in a Kafka topic: of librdkafka's mock cluster, or a
 // new topic on a real broker.
 //
 // The supervisor hosts the mock cluster (so a killed consumer takes nothing of it along), or
@@ -22,8 +22,8 @@
 
 #include <commit_order/adapters/kafka.hpp>
 
-#include "lab/orders.hpp"
-#include "lab/policies.hpp"
+#include "support/lab/orders.hpp"
+#include "support/lab/policies.hpp"
 
 namespace crash_lab {
 

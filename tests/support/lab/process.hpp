@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/process.hpp — a child process the supervisor can read from and SIGKILL.
+// support/lab/process.hpp — a child process the supervisor can read from and SIGKILL.
 #pragma once
 
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/child.hpp — the consumer process the supervisor starts and kills.
+// support/lab/child.hpp — the consumer process the supervisor starts and kills.
 //
 //   <exe> --child <policy> <source> <log dir | bootstrap servers> <database> <position file>
 //         <batch> <pace µs> <interval ms> <sink: sqlite|postgres> <topic, or -> <PostgreSQL
@@ -34,10 +34,10 @@
 #include <commit_order/adapters/memory/forwarding_sink.hpp>
 #include <commit_order/commit_order.hpp>
 
-#include "lab/kafka.hpp"
-#include "lab/orders.hpp"
-#include "lab/pg_lab.hpp"
-#include "lab/policies.hpp"
+#include "support/lab/kafka.hpp"
+#include "support/lab/orders.hpp"
+#include "support/lab/pg_lab.hpp"
+#include "support/lab/policies.hpp"
 
 namespace crash_lab {
 

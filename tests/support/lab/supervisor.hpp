@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/supervisor.hpp — starts a consumer, SIGKILLs it at a random moment, restarts
+// support/lab/supervisor.hpp — starts a consumer, SIGKILLs it at a random moment, restarts
 // it, until it has been killed the requested number of times and then consumed the whole log;
 // then reconciles the table against the log.
 //
@@ -23,12 +23,12 @@
 #include <string_view>
 #include <vector>
 
-#include "lab/child.hpp"
-#include "lab/kafka.hpp"
-#include "lab/orders.hpp"
-#include "lab/policies.hpp"
-#include "lab/process.hpp"
-#include "lab/reconcile.hpp"
+#include "support/lab/child.hpp"
+#include "support/lab/kafka.hpp"
+#include "support/lab/orders.hpp"
+#include "support/lab/policies.hpp"
+#include "support/lab/process.hpp"
+#include "support/lab/reconcile.hpp"
 
 namespace crash_lab {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/reconcile.hpp — what the table holds, compared with what the log says.
+// support/lab/reconcile.hpp — what the table holds, compared with what the log says.
 //
 // Run by the supervisor between children (no consumer is running), from the files alone: the
 // SQLite table, the stored position, the log.
@@ -16,9 +16,9 @@
 #include <commit_order/adapters/file.hpp>
 #include <commit_order/adapters/sqlite.hpp>
 
-#include "lab/orders.hpp"
-#include "lab/pg_lab.hpp"
-#include "lab/policies.hpp"
+#include "support/lab/orders.hpp"
+#include "support/lab/pg_lab.hpp"
+#include "support/lab/policies.hpp"
 
 namespace crash_lab {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// crash_lab/lab/orders.hpp — the running example (docs/reference.md) on real parts: order
+// support/lab/orders.hpp — the running example (docs/reference.md) on real parts: order
 // events in a file log, flattened into the SQLite table `orders_flat`. Its own event type, not
 // the tests' fixtures: it carries `event_seq`, which the reconciliation reads, and the lab is a
 // program a reader runs and reads on its own.
