@@ -14,6 +14,8 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include "commit_order/part_checks.hpp"
+
 namespace commit_order {
 
 // ---- behaviour tags ------------------------------------------------------------------------
@@ -93,9 +95,10 @@ concept durability_level = std::is_same_v<T, Volatile> || std::is_same_v<T, Buff
 
 /// The largest number of rows the sink accepts in one transaction. A batch above it is split,
 /// and the position advances per split.
+/// (Its check is its constraint, so it runs where the tag is named.)
 template <std::size_t N>
-struct MaxTransactionRows final {
-  static_assert(N > 0, "MaxTransactionRows<N> needs N >= 1");
+requires(part_rules::require<part_rules::max_transaction_rows_zero,
+                             (N > 0)>()) struct MaxTransactionRows final {
   static constexpr std::size_t value = N;
 };
 

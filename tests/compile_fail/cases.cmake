@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: BSL-1.0
-# cases.cmake -- the compile-fail cases: one per rule (and per shape check), each a file in
-# cases/ whose illegal line sits under #ifdef COMMIT_ORDER_COMPILE_FAIL and whose #else is the
-# nearest legal configuration. Read by CMakeLists.txt (to register the tests) and by
+# cases.cmake -- the compile-fail cases: one per rule (the pipeline's and the parts'), each a
+# file in cases/ whose illegal line sits under #ifdef COMMIT_ORDER_COMPILE_FAIL and whose #else
+# is the nearest legal configuration. Read by CMakeLists.txt (to register the tests) and by
 # tools/measure_diagnostics.cmake (to measure them), which define compile_fail_case first.
 #
 # compile_fail_case(<case> <rule id> <expected message: a stable prefix of the rule's text>)
-# The expectation is typed here on purpose, not taken from rules.hpp: the test pins the text.
+# The expectation is typed here on purpose, not taken from rules.hpp or part_rules.hpp: the test
+# pins the text.
 
 compile_fail_case(r0_malformed_step_order R0
   "commit_order R0: the policy's step list is malformed")
@@ -145,10 +146,27 @@ compile_fail_case(executor_header_missing include
 compile_fail_case(rejected_surface surface
   "commit_order R3: this policy replays after a crash")
 
-# The adapters' own checks: the JSON codec's field list, and a Kafka source's codec.
-compile_fail_case(json_duplicate_field_name json
-  "commit_order::json: two fields have the same JSON name")
-compile_fail_case(json_unsupported_field_type json
-  "commit_order::json: a field's type must be bool, an integer, a floating-point type")
+# The rules the parts check of themselves (part_rules::all_part_rules, include/commit_order/
+# part_rules.hpp): one case per id, by family -- CO core vocabulary, MM memory, JS JSON.
+compile_fail_case(co1_max_transaction_rows_zero CO1
+  "commit_order CO1: MaxTransactionRows<N> needs N >= 1")
+compile_fail_case(co2_retry_zero CO2
+  "commit_order CO2: retry<N> and retry_world<N> need N >= 1")
+compile_fail_case(mm1_memory_idempotent_without_key MM1
+  "commit_order MM1: an Idempotent memory::table needs a key")
+compile_fail_case(mm2_memory_guard_without_upsert MM2
+  "commit_order MM2: OffsetGuarded and VersionGuarded are conditions on a keyed upsert")
+compile_fail_case(js1_no_fields JS1
+  "commit_order JS1: json::codec has no fields")
+compile_fail_case(js2_duplicate_field_name JS2
+  "commit_order JS2: two fields have the same JSON name")
+compile_fail_case(js3_field_of_another_event JS3
+  "commit_order JS3: a field names a member of another type than the codec's event")
+compile_fail_case(js4_unsupported_field_type JS4
+  "commit_order JS4: a field's type has no exact JSON reading")
+compile_fail_case(js5_event_not_default_constructible JS5
+  "commit_order JS5: the event must be default-constructible")
+
+# A Kafka source's own check of its codec (id "kafka": not a rule of part_rules yet).
 compile_fail_case(kafka_codec_not_decoder kafka
   "commit_order::kafka: the codec does not decode the source's event")

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include <commit_order/part_rules.hpp>
+
 #include "support/orders.hpp"
 
 namespace co = commit_order;
@@ -303,6 +305,43 @@ TEST_CASE("every rule has a distinct id and a one-line message that names it and
   CHECK(ids(r::all_rules{}).size() == r::all_rules::size);
   CHECK(every_message_names_its_rule(r::all_rules{}));
   CHECK(messages_are_one_line(r::all_rules{}));
+}
+
+namespace {
+namespace pr = commit_order::part_rules;
+template <class... Rules>
+std::set<std::string_view> part_ids(pr::rule_list<Rules...>) {
+  return {Rules::id...};
+}
+template <class... Rules>
+bool every_part_message_names_its_rule(pr::rule_list<Rules...>) {
+  return ((std::string_view{Rules::message}.starts_with("commit_order " + std::string(Rules::id) +
+                                                        ": ") &&
+           std::string_view{Rules::message}.find(" -- ") != std::string_view::npos &&
+           std::string_view{Rules::message}.find('\n') == std::string_view::npos) &&
+          ...);
+}
+// An id is its family's prefix and a number: CO, MM, FL, SQ, PG, KF or JS.
+template <class... Rules>
+bool every_part_id_names_its_family(pr::rule_list<Rules...>) {
+  constexpr std::string_view families[] = {"CO", "MM", "FL", "SQ", "PG", "KF", "JS"};
+  auto named = [&](std::string_view id) {
+    bool family = false;
+    for (std::string_view f : families)
+      family = family || id.starts_with(f);
+    return family && id.size() > 2 && id.substr(2).find_first_not_of("0123456789") == id.npos;
+  };
+  return (named(Rules::id) && ...);
+}
+}  // namespace
+
+TEST_CASE("every part rule has a distinct id of its family and a one-line message with the fix") {
+  const auto parts = part_ids(pr::all_part_rules{});
+  CHECK(parts.size() == pr::all_part_rules::size);
+  CHECK(every_part_message_names_its_rule(pr::all_part_rules{}));
+  CHECK(every_part_id_names_its_family(pr::all_part_rules{}));
+  for (std::string_view id : ids(r::all_rules{}))
+    CHECK_MESSAGE(parts.count(id) == 0, "a part rule shares the id of a pipeline rule: " << id);
 }
 
 // R1 is judged on the executed order, not on the trigger's name: a hand-made order whose

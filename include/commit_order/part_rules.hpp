@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: BSL-1.0
+// commit_order/part_rules.hpp — every rule a part checks of itself, in one place.
+//
+// The pipeline's rules (rules.hpp) judge a whole configuration. These are the rules a part —
+// a table layout, a codec, a Kafka source or store, a memory table, an option — checks of its
+// own declaration when it is named or built, before any pipeline exists. Each is one named
+// type with an id by family (CO core vocabulary, MM memory, FL file, SQ SQLite, PG
+// PostgreSQL, KF Kafka, JS JSON), a one-line message that states the rule and the fix, and the
+// failure it prevents. The predicate stays at the check site, which says
+//
+//   static_assert(part_rules::require<part_rules::sqlite_column_elsewhere, holds>());
+//
+// with `require` from part_checks.hpp: when `holds` is false, the one static_assert there that
+// carries the rule's message fails.
+//
+// A rule is registered once, by adding its type to `all_part_rules`. C++20 needs a string
+// literal in static_assert, so part_checks.hpp's block of assertions is generated from this
+// list by tools/rule_checks.cpp (`cmake --build <dir> --target rule_checks`) and carries the
+// list's fingerprint: a rule added or reworded without regenerating the block fails every check
+// that is evaluated, naming that command. tools/rules_complete.cmake demands a compile-fail case
+// for every id (tests/compile_fail/cases.cmake), and docs/legality.md lists them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
+namespace commit_order::part_rules {
+
+// ---- CO: the core vocabulary ----------------------------------------------------------------
+
+struct max_transaction_rows_zero final {
+  static constexpr std::string_view id = "CO1";
+  static constexpr std::string_view part = "MaxTransactionRows<N>";
+  static constexpr std::string_view message =
+      "commit_order CO1: MaxTransactionRows<N> needs N >= 1 -- a transaction of no rows would "
+      "never move the position; leave the tag out for no limit";
+  static constexpr std::string_view prevents = "a transaction limit no unit can meet";
+};
+
+struct retry_count_zero final {
+  static constexpr std::string_view id = "CO2";
+  static constexpr std::string_view part = "retry<N>, retry_world<N>";
+  static constexpr std::string_view message =
+      "commit_order CO2: retry<N> and retry_world<N> need N >= 1 -- use stop (the default) for "
+      "no retries";
+  static constexpr std::string_view prevents = "an error handling that says retry and never does";
+};
+
+// ---- MM: the in-memory parts ----------------------------------------------------------------
+
+struct memory_idempotent_without_key final {
+  static constexpr std::string_view id = "MM1";
+  static constexpr std::string_view part = "memory::table";
+  static constexpr std::string_view message =
+      "commit_order MM1: an Idempotent memory::table needs a key -- name it, e.g. "
+      "memory::table<Row, key<&Row::id>, capabilities<Idempotent, Volatile>>";
+  static constexpr std::string_view prevents = "an upsert with nothing to upsert on";
+};
+
+struct memory_guard_without_upsert final {
+  static constexpr std::string_view id = "MM2";
+  static constexpr std::string_view part = "memory::table";
+  static constexpr std::string_view message =
+      "commit_order MM2: OffsetGuarded and VersionGuarded are conditions on a keyed upsert -- "
+      "declare Idempotent, with a key, beside them";
+  static constexpr std::string_view prevents = "a guard with no stored row to compare with";
+};
+
+// ---- JS: the JSON codec ---------------------------------------------------------------------
+
+struct json_no_fields final {
+  static constexpr std::string_view id = "JS1";
+  static constexpr std::string_view part = "json::codec";
+  static constexpr std::string_view message =
+      "commit_order JS1: json::codec has no fields -- list the event's members in "
+      "json::fields<json::field<\"name\", &Event::member>...>";
+  static constexpr std::string_view prevents = "events decoded from nothing";
+};
+
+struct json_duplicate_field final {
+  static constexpr std::string_view id = "JS2";
+  static constexpr std::string_view part = "json::codec";
+  static constexpr std::string_view message =
+      "commit_order JS2: two fields have the same JSON name -- a key appears once in an object; "
+      "rename one";
+  static constexpr std::string_view prevents = "two members read from one key";
+};
+
+struct json_field_elsewhere final {
+  static constexpr std::string_view id = "JS3";
+  static constexpr std::string_view part = "json::codec";
+  static constexpr std::string_view message =
+      "commit_order JS3: a field names a member of another type than the codec's event -- every "
+      "json::field<\"name\", &Event::member> of json::codec<Event, ...> points into Event";
+  static constexpr std::string_view prevents = "events decoded into members they do not have";
+};
+
+struct json_field_type final {
+  static constexpr std::string_view id = "JS4";
+  static constexpr std::string_view part = "json::codec";
+  static constexpr std::string_view message =
+      "commit_order JS4: a field's type has no exact JSON reading -- use bool, an integer, a "
+      "floating-point type, std::string, or std::optional of one of them";
+  static constexpr std::string_view prevents = "a value read one way and written another";
+};
+
+struct json_event_default_constructible final {
+  static constexpr std::string_view id = "JS5";
+  static constexpr std::string_view part = "json::codec";
+  static constexpr std::string_view message =
+      "commit_order JS5: the event must be default-constructible -- decoding starts from Event{} "
+      "and sets each field's member";
+  static constexpr std::string_view prevents = "an event built with members no field sets";
+};
+
+// ---- the registry ---------------------------------------------------------------------------
+
+template <class... Rules>
+struct rule_list final {
+  static constexpr std::size_t size = sizeof...(Rules);
+};
+
+/// Every rule a part checks of itself, by family.
+using all_part_rules =
+    rule_list<max_transaction_rows_zero, retry_count_zero, memory_idempotent_without_key,
+              memory_guard_without_upsert, json_no_fields, json_duplicate_field,
+              json_field_elsewhere, json_field_type, json_event_default_constructible>;
+
+namespace detail {
+template <class Rule, class List>
+struct registered;
+template <class Rule, class... Rules>
+struct registered<Rule, rule_list<Rules...>>
+    : std::bool_constant<(std::is_same_v<Rule, Rules> || ...)> {};
+
+// FNV-1a over every id and message, in order (as rules::registry_fingerprint): `require`'s
+// generated block carries the value it was generated from.
+constexpr std::uint64_t fnv1a(std::uint64_t h, std::string_view text) noexcept {
+  for (const char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+template <class... Rules>
+constexpr std::uint64_t fingerprint(rule_list<Rules...>) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  ((h = fnv1a(fnv1a(h, Rules::id), Rules::message)), ...);
+  return h;
+}
+// The fingerprint, as a value that depends on the rule being checked: the generated block
+// compares it when a check is evaluated (require<Rule, ...>), so a stale block fails the checks
+// and nothing else.
+template <class Rule>
+inline constexpr std::uint64_t fingerprint_for = fingerprint(all_part_rules{});
+}  // namespace detail
+
+/// True when Rule is in `all_part_rules`.
+template <class Rule>
+inline constexpr bool is_registered_v = detail::registered<Rule, all_part_rules>::value;
+
+/// The fingerprint of the registry (ids and messages of `all_part_rules`, in order).
+inline constexpr std::uint64_t registry_fingerprint = detail::fingerprint(all_part_rules{});
+
+/// The key a part stands on once its own check refused the key it was given (MM1): a stateless
+/// projection of any row, so that the rules judging the part afterwards (R8, S15) add nothing to
+/// the check's one error. Only a program that already failed to compile names it.
+struct refused_key final {
+  template <class Row>
+  constexpr std::tuple<> operator()(const Row&) const noexcept {
+    return {};
+  }
+};
+
+}  // namespace commit_order::part_rules
