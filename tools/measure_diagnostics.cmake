@@ -3,7 +3,7 @@
 # compile-fail case (tests/compile_fail/cases.cmake) with its illegal line switched on.
 #
 #   cmake -DGXX=<g++> -DCLANGXX=<clang++> [-DOUTPUT=<file>] [-DCOMPARE_WITH=<file>]
-#         [-DSYSTEM_INCLUDE_DIRS=<Boost include dir, if not a compiler default>]
+#         [-DSYSTEM_INCLUDE_DIRS=<Boost's and libpq's include dirs, if not compiler defaults>]
 #         -P tools/measure_diagnostics.cmake
 #
 # OUTPUT defaults to docs/diagnostics.md of this source tree. With COMPARE_WITH the result is

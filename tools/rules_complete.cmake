@@ -44,8 +44,8 @@ endforeach()
 # Cases whose message is not a rule's: the pipeline constructor's checks ("ctor"), the stand-in
 # for a rejected pipeline ("surface"), and a header the configuration needs but did not include
 # ("include": with_executor without <commit_order/executor.hpp>). A part's own check is a rule
-# of part_rules, with an id of its own; the Kafka source's codec check ("kafka") is not one yet.
-set(non_rule_ids ctor surface include kafka)
+# of part_rules, with an id of its own.
+set(non_rule_ids ctor surface include)
 foreach(id IN LISTS case_ids)
   if(NOT id IN_LIST rule_ids AND NOT id IN_LIST non_rule_ids)
     string(APPEND problems "  a case names ${id}, which is no registered rule\n")

@@ -36,6 +36,16 @@ struct max_transaction_rows_zero;
 struct retry_count_zero;
 struct memory_idempotent_without_key;
 struct memory_guard_without_upsert;
+struct file_trivial_codec_event;
+struct file_codec_shape;
+struct file_sync_policy;
+struct kafka_source_policy;
+struct kafka_codec_decodes;
+struct kafka_trivial_codec_event;
+struct kafka_offset_store_source;
+struct kafka_producer_codec;
+struct kafka_key_codec;
+struct kafka_big_endian_integer;
 struct json_no_fields;
 struct json_duplicate_field;
 struct json_field_elsewhere;
@@ -45,7 +55,7 @@ template <class Rule, bool Holds>
 constexpr bool require() {
   static_assert(is_registered_v<Rule>,
                 "commit_order: a part checks a rule that is not in part_rules::all_part_rules");
-  static_assert(detail::fingerprint_for<Rule> == 0xdd186d556252da94ULL,
+  static_assert(detail::fingerprint_for<Rule> == 0xd8cfe4cdc75c60b0ULL,
                 "commit_order: the part rule checks in part_checks.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
   if constexpr (!Holds) {
     static_assert(!std::is_same_v<Rule, max_transaction_rows_zero>,
@@ -56,6 +66,26 @@ constexpr bool require() {
                   "commit_order MM1: an Idempotent memory::table needs a key -- name it, e.g. memory::table<Row, key<&Row::id>, capabilities<Idempotent, Volatile>>");
     static_assert(!std::is_same_v<Rule, memory_guard_without_upsert>,
                   "commit_order MM2: OffsetGuarded and VersionGuarded are conditions on a keyed upsert -- declare Idempotent, with a key, beside them");
+    static_assert(!std::is_same_v<Rule, file_trivial_codec_event>,
+                  "commit_order FL1: file::trivial_codec writes the event's bytes and the event is not trivially copyable (a std::string member is a pointer into this process) -- give file::log a codec with an explicit format");
+    static_assert(!std::is_same_v<Rule, file_codec_shape>,
+                  "commit_order FL2: the log's codec does not encode and decode its event -- it needs static void encode(const Event&, std::vector<std::byte>&) and static Event decode(std::span<const std::byte>)");
+    static_assert(!std::is_same_v<Rule, file_sync_policy>,
+                  "commit_order FL3: the log's Sync is not a sync policy -- use file::sync_each_append (Synced) or file::sync_on_flush (Buffered)");
+    static_assert(!std::is_same_v<Rule, kafka_source_policy>,
+                  "commit_order KF1: a Kafka source's second parameter is the pipeline's policy -- group_source<Event, AtLeastOnce<>, Codec>, with the policy the pipeline names");
+    static_assert(!std::is_same_v<Rule, kafka_codec_decodes>,
+                  "commit_order KF2: the codec does not decode the event -- it needs static Event decode(std::span<const std::byte>) or static Event decode(const kafka::message&)");
+    static_assert(!std::is_same_v<Rule, kafka_trivial_codec_event>,
+                  "commit_order KF3: kafka::trivial_codec copies the event's bytes and the event is not trivially copyable (a std::string member is a pointer into this process) -- read and write the topic with a codec of its format, e.g. json::codec");
+    static_assert(!std::is_same_v<Rule, kafka_offset_store_source>,
+                  "commit_order KF4: kafka::offset_store commits through a group_source's or an assigned_source's consumer and was given another source -- for a partition_source use kafka::partition_offset_store");
+    static_assert(!std::is_same_v<Rule, kafka_producer_codec>,
+                  "commit_order KF5: the producer's codec does not encode the event -- it needs static void encode(const Event&, std::vector<std::byte>&) beside decode");
+    static_assert(!std::is_same_v<Rule, kafka_key_codec>,
+                  "commit_order KF6: with_deletes' key codec does not decode the key -- it needs static Key decode(std::span<const std::byte>) in the producer's key format (big_endian_codec<std::int64_t> for Java's LongSerializer, string_codec for text)");
+    static_assert(!std::is_same_v<Rule, kafka_big_endian_integer>,
+                  "commit_order KF7: big_endian_codec<T> takes an integer type -- it is the format of Kafka's integer serializers; write a codec of its own for another type");
     static_assert(!std::is_same_v<Rule, json_no_fields>,
                   "commit_order JS1: json::codec has no fields -- list the event's members in json::fields<json::field<\"name\", &Event::member>...>");
     static_assert(!std::is_same_v<Rule, json_duplicate_field>,

@@ -69,6 +69,105 @@ struct memory_guard_without_upsert final {
   static constexpr std::string_view prevents = "a guard with no stored row to compare with";
 };
 
+// ---- FL: the file log -----------------------------------------------------------------------
+
+struct file_trivial_codec_event final {
+  static constexpr std::string_view id = "FL1";
+  static constexpr std::string_view part = "file::trivial_codec";
+  static constexpr std::string_view message =
+      "commit_order FL1: file::trivial_codec writes the event's bytes and the event is not "
+      "trivially copyable (a std::string member is a pointer into this process) -- give "
+      "file::log a codec with an explicit format";
+  static constexpr std::string_view prevents = "addresses written to the log as if they were data";
+};
+
+struct file_codec_shape final {
+  static constexpr std::string_view id = "FL2";
+  static constexpr std::string_view part = "file::log";
+  static constexpr std::string_view message =
+      "commit_order FL2: the log's codec does not encode and decode its event -- it needs static "
+      "void encode(const Event&, std::vector<std::byte>&) and static Event "
+      "decode(std::span<const std::byte>)";
+  static constexpr std::string_view prevents = "a log that cannot write or read its own records";
+};
+
+struct file_sync_policy final {
+  static constexpr std::string_view id = "FL3";
+  static constexpr std::string_view part = "file::log";
+  static constexpr std::string_view message =
+      "commit_order FL3: the log's Sync is not a sync policy -- use file::sync_each_append "
+      "(Synced) or file::sync_on_flush (Buffered)";
+  static constexpr std::string_view prevents = "a durability the log does not know how to give";
+};
+
+// ---- KF: Kafka ------------------------------------------------------------------------------
+
+struct kafka_source_policy final {
+  static constexpr std::string_view id = "KF1";
+  static constexpr std::string_view part = "kafka sources";
+  static constexpr std::string_view message =
+      "commit_order KF1: a Kafka source's second parameter is the pipeline's policy -- "
+      "group_source<Event, AtLeastOnce<>, Codec>, with the policy the pipeline names";
+  static constexpr std::string_view prevents = "a consumer configured for another commit order";
+};
+
+struct kafka_codec_decodes final {
+  static constexpr std::string_view id = "KF2";
+  static constexpr std::string_view part = "kafka sources, kafka::tolerant, kafka::with_deletes";
+  static constexpr std::string_view message =
+      "commit_order KF2: the codec does not decode the event -- it needs static Event "
+      "decode(std::span<const std::byte>) or static Event decode(const kafka::message&)";
+  static constexpr std::string_view prevents = "messages refused, or reinterpreted, one by one";
+};
+
+struct kafka_trivial_codec_event final {
+  static constexpr std::string_view id = "KF3";
+  static constexpr std::string_view part = "kafka::trivial_codec";
+  static constexpr std::string_view message =
+      "commit_order KF3: kafka::trivial_codec copies the event's bytes and the event is not "
+      "trivially copyable (a std::string member is a pointer into this process) -- read and "
+      "write the topic with a codec of its format, e.g. json::codec";
+  static constexpr std::string_view prevents = "addresses sent to a topic as if they were data";
+};
+
+struct kafka_offset_store_source final {
+  static constexpr std::string_view id = "KF4";
+  static constexpr std::string_view part = "kafka::offset_store";
+  static constexpr std::string_view message =
+      "commit_order KF4: kafka::offset_store commits through a group_source's or an "
+      "assigned_source's consumer and was given another source -- for a partition_source use "
+      "kafka::partition_offset_store";
+  static constexpr std::string_view prevents = "offsets committed for a consumer that has none";
+};
+
+struct kafka_producer_codec final {
+  static constexpr std::string_view id = "KF5";
+  static constexpr std::string_view part = "kafka::producer";
+  static constexpr std::string_view message =
+      "commit_order KF5: the producer's codec does not encode the event -- it needs static void "
+      "encode(const Event&, std::vector<std::byte>&) beside decode";
+  static constexpr std::string_view prevents = "a topic written in a format nobody can read";
+};
+
+struct kafka_key_codec final {
+  static constexpr std::string_view id = "KF6";
+  static constexpr std::string_view part = "kafka::with_deletes";
+  static constexpr std::string_view message =
+      "commit_order KF6: with_deletes' key codec does not decode the key -- it needs static Key "
+      "decode(std::span<const std::byte>) in the producer's key format (big_endian_codec<"
+      "std::int64_t> for Java's LongSerializer, string_codec for text)";
+  static constexpr std::string_view prevents = "a tombstone that deletes another key";
+};
+
+struct kafka_big_endian_integer final {
+  static constexpr std::string_view id = "KF7";
+  static constexpr std::string_view part = "kafka::big_endian_codec";
+  static constexpr std::string_view message =
+      "commit_order KF7: big_endian_codec<T> takes an integer type -- it is the format of "
+      "Kafka's integer serializers; write a codec of its own for another type";
+  static constexpr std::string_view prevents = "a value read in a byte order nobody wrote";
+};
+
 // ---- JS: the JSON codec ---------------------------------------------------------------------
 
 struct json_no_fields final {
@@ -126,8 +225,11 @@ struct rule_list final {
 /// Every rule a part checks of itself, by family.
 using all_part_rules =
     rule_list<max_transaction_rows_zero, retry_count_zero, memory_idempotent_without_key,
-              memory_guard_without_upsert, json_no_fields, json_duplicate_field,
-              json_field_elsewhere, json_field_type, json_event_default_constructible>;
+              memory_guard_without_upsert, file_trivial_codec_event, file_codec_shape,
+              file_sync_policy, kafka_source_policy, kafka_codec_decodes, kafka_trivial_codec_event,
+              kafka_offset_store_source, kafka_producer_codec, kafka_key_codec,
+              kafka_big_endian_integer, json_no_fields, json_duplicate_field, json_field_elsewhere,
+              json_field_type, json_event_default_constructible>;
 
 namespace detail {
 template <class Rule, class List>

@@ -66,6 +66,8 @@ compile_fail_case(s5_row_mismatch S5
   "commit_order S5: the sink's row_type cannot be built from the source's events")
 compile_fail_case(s6_undeclared_capabilities S6
   "commit_order S6: the sink declares no capabilities")
+compile_fail_case(s6_lag_reports_of_undeclared_sink S6
+  "commit_order S6: the sink declares no capabilities")
 compile_fail_case(s7_transactional_shape S7
   "commit_order S7: the sink declares Transactional but lacks begin\\(\\), commit\\(\\) or rollback\\(\\)")
 compile_fail_case(s8_not_a_position_store S8
@@ -147,7 +149,8 @@ compile_fail_case(rejected_surface surface
   "commit_order R3: this policy replays after a crash")
 
 # The rules the parts check of themselves (part_rules::all_part_rules, include/commit_order/
-# part_rules.hpp): one case per id, by family -- CO core vocabulary, MM memory, JS JSON.
+# part_rules.hpp): one case per id, by family -- CO core vocabulary, MM memory, FL file, KF
+# Kafka, JS JSON. KF3 is the case issue 22 quotes, written as a new user would.
 compile_fail_case(co1_max_transaction_rows_zero CO1
   "commit_order CO1: MaxTransactionRows<N> needs N >= 1")
 compile_fail_case(co2_retry_zero CO2
@@ -156,6 +159,26 @@ compile_fail_case(mm1_memory_idempotent_without_key MM1
   "commit_order MM1: an Idempotent memory::table needs a key")
 compile_fail_case(mm2_memory_guard_without_upsert MM2
   "commit_order MM2: OffsetGuarded and VersionGuarded are conditions on a keyed upsert")
+compile_fail_case(fl1_string_member_default_codec FL1
+  "commit_order FL1: file::trivial_codec writes the event's bytes and the event is not trivially copyable \\(a std::string member is a pointer into this process\\)")
+compile_fail_case(fl2_file_log_codec_shape FL2
+  "commit_order FL2: the log's codec does not encode and decode its event")
+compile_fail_case(fl3_file_log_sync_policy FL3
+  "commit_order FL3: the log's Sync is not a sync policy")
+compile_fail_case(kf1_source_policy KF1
+  "commit_order KF1: a Kafka source's second parameter is the pipeline's policy")
+compile_fail_case(kf2_codec_not_decoder KF2
+  "commit_order KF2: the codec does not decode the event")
+compile_fail_case(kf3_string_member_default_codec KF3
+  "commit_order KF3: kafka::trivial_codec copies the event's bytes and the event is not trivially copyable \\(a std::string member is a pointer into this process\\)")
+compile_fail_case(kf4_offset_store_source KF4
+  "commit_order KF4: kafka::offset_store commits through a group_source's or an assigned_source's consumer and was given another source")
+compile_fail_case(kf5_producer_codec KF5
+  "commit_order KF5: the producer's codec does not encode the event")
+compile_fail_case(kf6_key_codec KF6
+  "commit_order KF6: with_deletes' key codec does not decode the key")
+compile_fail_case(kf7_big_endian_integer KF7
+  "commit_order KF7: big_endian_codec<T> takes an integer type")
 compile_fail_case(js1_no_fields JS1
   "commit_order JS1: json::codec has no fields")
 compile_fail_case(js2_duplicate_field_name JS2
@@ -166,7 +189,3 @@ compile_fail_case(js4_unsupported_field_type JS4
   "commit_order JS4: a field's type has no exact JSON reading")
 compile_fail_case(js5_event_not_default_constructible JS5
   "commit_order JS5: the event must be default-constructible")
-
-# A Kafka source's own check of its codec (id "kafka": not a rule of part_rules yet).
-compile_fail_case(kafka_codec_not_decoder kafka
-  "commit_order::kafka: the codec does not decode the source's event")
