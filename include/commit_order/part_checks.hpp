@@ -39,6 +39,23 @@ struct memory_guard_without_upsert;
 struct file_trivial_codec_event;
 struct file_codec_shape;
 struct file_sync_policy;
+struct sqlite_identifier;
+struct sqlite_empty_key;
+struct sqlite_column_elsewhere;
+struct sqlite_duplicate_column;
+struct sqlite_column_type;
+struct sqlite_version_in_key;
+struct sqlite_version_not_a_column;
+struct sqlite_version_not_a_number;
+struct sqlite_unsafe_journal;
+struct postgres_identifier;
+struct postgres_empty_key;
+struct postgres_column_elsewhere;
+struct postgres_duplicate_column;
+struct postgres_column_type;
+struct postgres_version_elsewhere;
+struct postgres_version_not_a_column;
+struct postgres_letter_format;
 struct kafka_source_policy;
 struct kafka_codec_decodes;
 struct kafka_trivial_codec_event;
@@ -55,7 +72,7 @@ template <class Rule, bool Holds>
 constexpr bool require() {
   static_assert(is_registered_v<Rule>,
                 "commit_order: a part checks a rule that is not in part_rules::all_part_rules");
-  static_assert(detail::fingerprint_for<Rule> == 0xd8cfe4cdc75c60b0ULL,
+  static_assert(detail::fingerprint_for<Rule> == 0x9d5951902b501e84ULL,
                 "commit_order: the part rule checks in part_checks.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
   if constexpr (!Holds) {
     static_assert(!std::is_same_v<Rule, max_transaction_rows_zero>,
@@ -72,6 +89,40 @@ constexpr bool require() {
                   "commit_order FL2: the log's codec does not encode and decode its event -- it needs static void encode(const Event&, std::vector<std::byte>&) and static Event decode(std::span<const std::byte>)");
     static_assert(!std::is_same_v<Rule, file_sync_policy>,
                   "commit_order FL3: the log's Sync is not a sync policy -- use file::sync_each_append (Synced) or file::sync_on_flush (Buffered)");
+    static_assert(!std::is_same_v<Rule, sqlite_identifier>,
+                  "commit_order SQ1: a name in a SQLite table layout is not a plain identifier -- the table's and every column's name (source_offset and source_partition too) is [A-Za-z_][A-Za-z0-9_]*, at most 64 characters");
+    static_assert(!std::is_same_v<Rule, sqlite_empty_key>,
+                  "commit_order SQ2: the table's key_columns<> is empty -- the upsert conflicts on the key: name at least one column, e.g. sqlite::key_columns<sqlite::column<\"id\", &Event::id>>");
+    static_assert(!std::is_same_v<Rule, sqlite_column_elsewhere>,
+                  "commit_order SQ3: a column holds a member of another type than the table's event -- every sqlite::column<\"name\", &Event::member> of table_layout<\"table\", Event, ...> points into Event");
+    static_assert(!std::is_same_v<Rule, sqlite_duplicate_column>,
+                  "commit_order SQ4: two columns of the table have the same name (the source_offset and source_partition columns count) -- rename one, or name those two with table_layout's last parameters");
+    static_assert(!std::is_same_v<Rule, sqlite_column_type>,
+                  "commit_order SQ5: no SQLite storage class for this member's type -- use bool, an integer (not an unsigned 64-bit one: SQLite's integers are signed), an enum, float, double or a string");
+    static_assert(!std::is_same_v<Rule, sqlite_version_in_key>,
+                  "commit_order SQ6: the version a version guard compares is a key column -- every version of a key would be a row of its own; make the version a value column");
+    static_assert(!std::is_same_v<Rule, sqlite_version_not_a_column>,
+                  "commit_order SQ7: the version a version guard compares is not one of the table's value columns -- add sqlite::column<\"version\", &Event::version> to value_columns, so the upsert can compare the stored version");
+    static_assert(!std::is_same_v<Rule, sqlite_version_not_a_number>,
+                  "commit_order SQ8: the version a version guard compares is not a number -- use an integer or floating-point member the producer raises per key (an event sequence, a CDC log position)");
+    static_assert(!std::is_same_v<Rule, sqlite_unsafe_journal>,
+                  "commit_order SQ9: a rollback journal with synchronous=NORMAL is not offered: a power cut at the wrong moment can corrupt the database -- use wal_normal (Buffered) or delete_extra / wal_full (Synced)");
+    static_assert(!std::is_same_v<Rule, postgres_identifier>,
+                  "commit_order PG1: a name in a PostgreSQL table layout is not a plain identifier -- the table's and every column's name (source_offset and source_partition too) is [A-Za-z_][A-Za-z0-9_]*, at most 63 characters");
+    static_assert(!std::is_same_v<Rule, postgres_empty_key>,
+                  "commit_order PG2: the table's key_columns<> is empty -- the upsert conflicts on the key: name at least one column, e.g. postgres::key_columns<postgres::column<\"id\", &Event::id>>");
+    static_assert(!std::is_same_v<Rule, postgres_column_elsewhere>,
+                  "commit_order PG3: a column holds a member of another type than the table's event -- every postgres::column<\"name\", &Event::member> of table_layout<\"table\", Event, ...> points into Event");
+    static_assert(!std::is_same_v<Rule, postgres_duplicate_column>,
+                  "commit_order PG4: two columns of the table have the same name (the source_offset and source_partition columns count) -- rename one, or name those two with table_layout's last parameters");
+    static_assert(!std::is_same_v<Rule, postgres_column_type>,
+                  "commit_order PG5: no PostgreSQL type for this member's type -- use bool, an integer (not an unsigned 64-bit one: BIGINT is signed), an enum, float, double or a string");
+    static_assert(!std::is_same_v<Rule, postgres_version_elsewhere>,
+                  "commit_order PG6: the version guard's member is not a member of the table's event -- version_guarded_sink<D, &Event::version> takes a member of D's event type");
+    static_assert(!std::is_same_v<Rule, postgres_version_not_a_column>,
+                  "commit_order PG7: the version guard's member is not one of the table's value columns -- add postgres::column<\"version\", &Event::version> to value_columns, so the upsert can compare the stored version");
+    static_assert(!std::is_same_v<Rule, postgres_letter_format>,
+                  "commit_order PG8: the dead letters' Letter does not give a letter's bytes -- it needs static std::optional<std::vector<std::byte>> key(const Event&) and value(const Event&), e.g. kafka::letter_bytes<Codec>");
     static_assert(!std::is_same_v<Rule, kafka_source_policy>,
                   "commit_order KF1: a Kafka source's second parameter is the pipeline's policy -- group_source<Event, AtLeastOnce<>, Codec>, with the policy the pipeline names");
     static_assert(!std::is_same_v<Rule, kafka_codec_decodes>,

@@ -100,6 +100,176 @@ struct file_sync_policy final {
   static constexpr std::string_view prevents = "a durability the log does not know how to give";
 };
 
+// ---- SQ: SQLite -----------------------------------------------------------------------------
+
+struct sqlite_identifier final {
+  static constexpr std::string_view id = "SQ1";
+  static constexpr std::string_view part = "sqlite::column, sqlite::table_layout";
+  static constexpr std::string_view message =
+      "commit_order SQ1: a name in a SQLite table layout is not a plain identifier -- the table's "
+      "and every column's name (source_offset and source_partition too) is "
+      "[A-Za-z_][A-Za-z0-9_]*, at most 64 characters";
+  static constexpr std::string_view prevents = "a name that changes a statement's meaning";
+};
+
+struct sqlite_empty_key final {
+  static constexpr std::string_view id = "SQ2";
+  static constexpr std::string_view part = "sqlite::table_layout";
+  static constexpr std::string_view message =
+      "commit_order SQ2: the table's key_columns<> is empty -- the upsert conflicts on the key: "
+      "name at least one column, e.g. sqlite::key_columns<sqlite::column<\"id\", &Event::id>>";
+  static constexpr std::string_view prevents = "an upsert with no key to conflict on";
+};
+
+struct sqlite_column_elsewhere final {
+  static constexpr std::string_view id = "SQ3";
+  static constexpr std::string_view part = "sqlite::table_layout";
+  static constexpr std::string_view message =
+      "commit_order SQ3: a column holds a member of another type than the table's event -- "
+      "every sqlite::column<\"name\", &Event::member> of table_layout<\"table\", Event, ...> "
+      "points into Event";
+  static constexpr std::string_view prevents = "rows built from members the event does not have";
+};
+
+struct sqlite_duplicate_column final {
+  static constexpr std::string_view id = "SQ4";
+  static constexpr std::string_view part = "sqlite::table_layout";
+  static constexpr std::string_view message =
+      "commit_order SQ4: two columns of the table have the same name (the source_offset and "
+      "source_partition columns count) -- rename one, or name those two with table_layout's "
+      "last parameters";
+  static constexpr std::string_view prevents = "two values written to one column";
+};
+
+struct sqlite_column_type final {
+  static constexpr std::string_view id = "SQ5";
+  static constexpr std::string_view part = "sqlite::column";
+  static constexpr std::string_view message =
+      "commit_order SQ5: no SQLite storage class for this member's type -- use bool, an integer "
+      "(not an unsigned 64-bit one: SQLite's integers are signed), an enum, float, double or a "
+      "string";
+  static constexpr std::string_view prevents = "a value that would not come back as it was written";
+};
+
+struct sqlite_version_in_key final {
+  static constexpr std::string_view id = "SQ6";
+  static constexpr std::string_view part = "sqlite::version_guarded_sink";
+  static constexpr std::string_view message =
+      "commit_order SQ6: the version a version guard compares is a key column -- every version "
+      "of a key would be a row of its own; make the version a value column";
+  static constexpr std::string_view prevents = "a guard that never finds the row it guards";
+};
+
+struct sqlite_version_not_a_column final {
+  static constexpr std::string_view id = "SQ7";
+  static constexpr std::string_view part = "sqlite::version_guarded_sink";
+  static constexpr std::string_view message =
+      "commit_order SQ7: the version a version guard compares is not one of the table's value "
+      "columns -- add sqlite::column<\"version\", &Event::version> to value_columns, so the "
+      "upsert can compare the stored version";
+  static constexpr std::string_view prevents = "a guard comparing a value the table does not keep";
+};
+
+struct sqlite_version_not_a_number final {
+  static constexpr std::string_view id = "SQ8";
+  static constexpr std::string_view part = "sqlite::version_guarded_sink";
+  static constexpr std::string_view message =
+      "commit_order SQ8: the version a version guard compares is not a number -- use an integer "
+      "or floating-point member the producer raises per key (an event sequence, a CDC log "
+      "position)";
+  static constexpr std::string_view prevents = "versions compared as text or as a flag";
+};
+
+struct sqlite_unsafe_journal final {
+  static constexpr std::string_view id = "SQ9";
+  static constexpr std::string_view part = "sqlite durability modes";
+  static constexpr std::string_view message =
+      "commit_order SQ9: a rollback journal with synchronous=NORMAL is not offered: a power cut "
+      "at the wrong moment can corrupt the database -- use wal_normal (Buffered) or "
+      "delete_extra / wal_full (Synced)";
+  static constexpr std::string_view prevents = "a database a power cut can corrupt";
+};
+
+// ---- PG: PostgreSQL -------------------------------------------------------------------------
+
+struct postgres_identifier final {
+  static constexpr std::string_view id = "PG1";
+  static constexpr std::string_view part = "postgres::column, postgres::table_layout";
+  static constexpr std::string_view message =
+      "commit_order PG1: a name in a PostgreSQL table layout is not a plain identifier -- the "
+      "table's and every column's name (source_offset and source_partition too) is "
+      "[A-Za-z_][A-Za-z0-9_]*, at most 63 characters";
+  static constexpr std::string_view prevents = "a name that changes a statement's meaning";
+};
+
+struct postgres_empty_key final {
+  static constexpr std::string_view id = "PG2";
+  static constexpr std::string_view part = "postgres::table_layout";
+  static constexpr std::string_view message =
+      "commit_order PG2: the table's key_columns<> is empty -- the upsert conflicts on the key: "
+      "name at least one column, e.g. postgres::key_columns<postgres::column<\"id\", "
+      "&Event::id>>";
+  static constexpr std::string_view prevents = "an upsert with no key to conflict on";
+};
+
+struct postgres_column_elsewhere final {
+  static constexpr std::string_view id = "PG3";
+  static constexpr std::string_view part = "postgres::table_layout";
+  static constexpr std::string_view message =
+      "commit_order PG3: a column holds a member of another type than the table's event -- "
+      "every postgres::column<\"name\", &Event::member> of table_layout<\"table\", Event, ...> "
+      "points into Event";
+  static constexpr std::string_view prevents = "rows built from members the event does not have";
+};
+
+struct postgres_duplicate_column final {
+  static constexpr std::string_view id = "PG4";
+  static constexpr std::string_view part = "postgres::table_layout";
+  static constexpr std::string_view message =
+      "commit_order PG4: two columns of the table have the same name (the source_offset and "
+      "source_partition columns count) -- rename one, or name those two with table_layout's "
+      "last parameters";
+  static constexpr std::string_view prevents = "two values written to one column";
+};
+
+struct postgres_column_type final {
+  static constexpr std::string_view id = "PG5";
+  static constexpr std::string_view part = "postgres::column";
+  static constexpr std::string_view message =
+      "commit_order PG5: no PostgreSQL type for this member's type -- use bool, an integer (not "
+      "an unsigned 64-bit one: BIGINT is signed), an enum, float, double or a string";
+  static constexpr std::string_view prevents = "a value that would not come back as it was written";
+};
+
+struct postgres_version_elsewhere final {
+  static constexpr std::string_view id = "PG6";
+  static constexpr std::string_view part = "postgres::version_guarded_sink";
+  static constexpr std::string_view message =
+      "commit_order PG6: the version guard's member is not a member of the table's event -- "
+      "version_guarded_sink<D, &Event::version> takes a member of D's event type";
+  static constexpr std::string_view prevents = "a guard comparing a value the rows do not carry";
+};
+
+struct postgres_version_not_a_column final {
+  static constexpr std::string_view id = "PG7";
+  static constexpr std::string_view part = "postgres::version_guarded_sink";
+  static constexpr std::string_view message =
+      "commit_order PG7: the version guard's member is not one of the table's value columns -- "
+      "add postgres::column<\"version\", &Event::version> to value_columns, so the upsert can "
+      "compare the stored version";
+  static constexpr std::string_view prevents = "a guard comparing a value the table does not keep";
+};
+
+struct postgres_letter_format final {
+  static constexpr std::string_view id = "PG8";
+  static constexpr std::string_view part = "postgres::dead_letters";
+  static constexpr std::string_view message =
+      "commit_order PG8: the dead letters' Letter does not give a letter's bytes -- it needs "
+      "static std::optional<std::vector<std::byte>> key(const Event&) and value(const Event&), "
+      "e.g. kafka::letter_bytes<Codec>";
+  static constexpr std::string_view prevents = "a dead letter that keeps nothing of its record";
+};
+
 // ---- KF: Kafka ------------------------------------------------------------------------------
 
 struct kafka_source_policy final {
@@ -223,13 +393,17 @@ struct rule_list final {
 };
 
 /// Every rule a part checks of itself, by family.
-using all_part_rules =
-    rule_list<max_transaction_rows_zero, retry_count_zero, memory_idempotent_without_key,
-              memory_guard_without_upsert, file_trivial_codec_event, file_codec_shape,
-              file_sync_policy, kafka_source_policy, kafka_codec_decodes, kafka_trivial_codec_event,
-              kafka_offset_store_source, kafka_producer_codec, kafka_key_codec,
-              kafka_big_endian_integer, json_no_fields, json_duplicate_field, json_field_elsewhere,
-              json_field_type, json_event_default_constructible>;
+using all_part_rules = rule_list<
+    max_transaction_rows_zero, retry_count_zero, memory_idempotent_without_key,
+    memory_guard_without_upsert, file_trivial_codec_event, file_codec_shape, file_sync_policy,
+    sqlite_identifier, sqlite_empty_key, sqlite_column_elsewhere, sqlite_duplicate_column,
+    sqlite_column_type, sqlite_version_in_key, sqlite_version_not_a_column,
+    sqlite_version_not_a_number, sqlite_unsafe_journal, postgres_identifier, postgres_empty_key,
+    postgres_column_elsewhere, postgres_duplicate_column, postgres_column_type,
+    postgres_version_elsewhere, postgres_version_not_a_column, postgres_letter_format,
+    kafka_source_policy, kafka_codec_decodes, kafka_trivial_codec_event, kafka_offset_store_source,
+    kafka_producer_codec, kafka_key_codec, kafka_big_endian_integer, json_no_fields,
+    json_duplicate_field, json_field_elsewhere, json_field_type, json_event_default_constructible>;
 
 namespace detail {
 template <class Rule, class List>
@@ -267,9 +441,10 @@ inline constexpr bool is_registered_v = detail::registered<Rule, all_part_rules>
 /// The fingerprint of the registry (ids and messages of `all_part_rules`, in order).
 inline constexpr std::uint64_t registry_fingerprint = detail::fingerprint(all_part_rules{});
 
-/// The key a part stands on once its own check refused the key it was given (MM1): a stateless
-/// projection of any row, so that the rules judging the part afterwards (R8, S15) add nothing to
-/// the check's one error. Only a program that already failed to compile names it.
+/// The key a part stands on once its own check refused the key it was given (MM1, SQ2, SQ3,
+/// PG2, PG3): a stateless projection of any row, so that the rules judging the part afterwards
+/// (R8, S15) add nothing to the check's one error. Only a program that already failed to compile
+/// names it.
 struct refused_key final {
   template <class Row>
   constexpr std::tuple<> operator()(const Row&) const noexcept {

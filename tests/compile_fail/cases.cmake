@@ -149,8 +149,9 @@ compile_fail_case(rejected_surface surface
   "commit_order R3: this policy replays after a crash")
 
 # The rules the parts check of themselves (part_rules::all_part_rules, include/commit_order/
-# part_rules.hpp): one case per id, by family -- CO core vocabulary, MM memory, FL file, KF
-# Kafka, JS JSON. KF3 is the case issue 22 quotes, written as a new user would.
+# part_rules.hpp): one case per id, by family -- CO core vocabulary, MM memory, FL file, SQ
+# SQLite, PG PostgreSQL, KF Kafka, JS JSON. PG3 and KF3 are cases issue 22 quotes, written as a
+# new user would.
 compile_fail_case(co1_max_transaction_rows_zero CO1
   "commit_order CO1: MaxTransactionRows<N> needs N >= 1")
 compile_fail_case(co2_retry_zero CO2
@@ -165,6 +166,40 @@ compile_fail_case(fl2_file_log_codec_shape FL2
   "commit_order FL2: the log's codec does not encode and decode its event")
 compile_fail_case(fl3_file_log_sync_policy FL3
   "commit_order FL3: the log's Sync is not a sync policy")
+compile_fail_case(sq1_name_not_an_identifier SQ1
+  "commit_order SQ1: a name in a SQLite table layout is not a plain identifier")
+compile_fail_case(sq2_empty_key SQ2
+  "commit_order SQ2: the table's key_columns<> is empty")
+compile_fail_case(sq3_column_of_another_event SQ3
+  "commit_order SQ3: a column holds a member of another type than the table's event")
+compile_fail_case(sq4_duplicate_column SQ4
+  "commit_order SQ4: two columns of the table have the same name \\(the source_offset and source_partition columns count\\)")
+compile_fail_case(sq5_column_type SQ5
+  "commit_order SQ5: no SQLite storage class for this member's type")
+compile_fail_case(sq6_version_in_key SQ6
+  "commit_order SQ6: the version a version guard compares is a key column")
+compile_fail_case(sq7_version_not_a_column SQ7
+  "commit_order SQ7: the version a version guard compares is not one of the table's value columns")
+compile_fail_case(sq8_version_not_a_number SQ8
+  "commit_order SQ8: the version a version guard compares is not a number")
+compile_fail_case(sq9_unsafe_journal SQ9
+  "commit_order SQ9: a rollback journal with synchronous=NORMAL is not offered: a power cut at the wrong moment can corrupt the database")
+compile_fail_case(pg1_name_not_an_identifier PG1
+  "commit_order PG1: a name in a PostgreSQL table layout is not a plain identifier")
+compile_fail_case(pg2_empty_key PG2
+  "commit_order PG2: the table's key_columns<> is empty")
+compile_fail_case(pg3_column_of_another_event PG3
+  "commit_order PG3: a column holds a member of another type than the table's event")
+compile_fail_case(pg4_duplicate_column PG4
+  "commit_order PG4: two columns of the table have the same name \\(the source_offset and source_partition columns count\\)")
+compile_fail_case(pg5_column_type PG5
+  "commit_order PG5: no PostgreSQL type for this member's type")
+compile_fail_case(pg6_version_of_another_event PG6
+  "commit_order PG6: the version guard's member is not a member of the table's event")
+compile_fail_case(pg7_version_not_a_column PG7
+  "commit_order PG7: the version guard's member is not one of the table's value columns")
+compile_fail_case(pg8_letter_format PG8
+  "commit_order PG8: the dead letters' Letter does not give a letter's bytes")
 compile_fail_case(kf1_source_policy KF1
   "commit_order KF1: a Kafka source's second parameter is the pipeline's policy")
 compile_fail_case(kf2_codec_not_decoder KF2
