@@ -278,6 +278,45 @@ using with_default_durability_t = typename detail::with_default_durability<Caps,
 template <class T, durability_level Default>
 using declared_durability_t = typename detail::durability_of<T, Default>::type;
 
+// ---- what an adapter's code implements -----------------------------------------------------
+
+namespace detail {
+// The tags a type derived from an adapter's part may add to what the adapter implements: each
+// only makes the rules stricter.
+template <class Tag>
+inline constexpr bool stricter_tag =
+    std::is_same_v<Tag, Ledger> || std::is_same_v<Tag, SideEffecting> ||
+    is_max_transaction_rows<Tag>::value;
+
+template <class Restated, class Implemented>
+struct restates_within : std::false_type {};
+template <class... R, class... I>
+struct restates_within<capabilities<R...>, capabilities<I...>>
+    : std::bool_constant<(contains_tag<capabilities<R...>, I>::value && ...) &&
+                         ((contains_tag<capabilities<I...>, R>::value || stricter_tag<R>)&&...)> {};
+
+template <class T>
+concept names_implemented_capabilities = requires {
+  typename T::implemented_capabilities;
+};
+}  // namespace detail
+
+/// An adapter whose own code gives what its part declares (the guard its SQL runs, the
+/// durability its connection was checked for) names it twice: `using capabilities = X;` and
+/// `using implemented_capabilities = X;`. A type derived from the part inherits both; where it
+/// restates its capabilities (to add Ledger, say), it keeps every tag the adapter implements,
+/// its durability included, and adds only Ledger, SideEffecting or MaxTransactionRows<N>
+/// (rule S28). True for every type that names no implemented capabilities.
+template <class T>
+inline constexpr bool restates_truthfully_v = [] {
+  if constexpr (detail::names_implemented_capabilities<T> && declares_capabilities<T>) {
+    return detail::restates_within<capabilities_of_t<T>,
+                                   typename T::implemented_capabilities>::value;
+  } else {
+    return true;
+  }
+}();
+
 /// The static maximum transaction size, or 0 when the sink declares none.
 template <class Sink>
 inline constexpr std::size_t max_transaction_rows_v = [] {

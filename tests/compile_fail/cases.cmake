@@ -110,6 +110,8 @@ compile_fail_case(s26_partition_scoped_apply S26
   "commit_order S26: the sink declares PartitionScoped but has no apply\\(partition_id, offset, const row_type&\\)")
 compile_fail_case(s27_source_policy_mismatch S27
   "commit_order S27: the source was built for another policy than the pipeline's")
+compile_fail_case(s28_derived_sink_restates_durability S28
+  "commit_order S28: the sink restates capabilities its adapter does not implement")
 compile_fail_case(r17_offset_guard_needs_partition R17
   "commit_order R17: a partitioned source feeds an offset-guarded sink whose rows do not carry their partition")
 compile_fail_case(r18_group_needs_fencing_sink R18
@@ -150,8 +152,8 @@ compile_fail_case(rejected_surface surface
 
 # The rules the parts check of themselves (part_rules::all_part_rules, include/commit_order/
 # part_rules.hpp): one case per id, by family -- CO core vocabulary, MM memory, FL file, SQ
-# SQLite, PG PostgreSQL, KF Kafka, JS JSON. PG3 and KF3 are cases issue 22 quotes, written as a
-# new user would.
+# SQLite, PG PostgreSQL, KF Kafka, JS JSON. PG3, KF3 and S28 are the cases issue 22 quotes,
+# written as a new user would.
 compile_fail_case(co1_max_transaction_rows_zero CO1
   "commit_order CO1: MaxTransactionRows<N> needs N >= 1")
 compile_fail_case(co2_retry_zero CO2

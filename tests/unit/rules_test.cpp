@@ -344,6 +344,63 @@ TEST_CASE("every part rule has a distinct id of its family and a one-line messag
     CHECK_MESSAGE(parts.count(id) == 0, "a part rule shares the id of a pipeline rule: " << id);
 }
 
+// S28: a sink derived from an adapter's sink keeps what the adapter implements and adds only
+// what makes the rules stricter. `adapter_sink` stands for an adapter's sink (the SQL ones name
+// `implemented_capabilities` the same way).
+struct adapter_sink {
+  using row_type = order_event;
+  using key_type = order_key;
+  using capabilities =
+      co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Buffered>;
+  using implemented_capabilities = capabilities;
+  co::write_outcome apply(co::offset, const order_event&) { return co::write_outcome::applied; }
+  void begin() {}
+  void commit() {}
+  void rollback() noexcept {}
+  void store_position(co::position) {}
+  std::optional<co::position> load_position() const { return std::nullopt; }
+};
+template <class... Caps>
+struct restating_sink : adapter_sink {
+  using capabilities = co::capabilities<Caps...>;
+};
+using buffered_log = co::memory::log<order_event, co::Buffered>;
+template <class Sink>
+using restated_verdict = co::verdict_t<buffered_log, Sink, co::TransactionalPosition<>>;
+static_assert(std::is_same_v<restated_verdict<adapter_sink>, r::legal>);
+static_assert(
+    std::is_same_v<restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded,
+                                                   co::Transactional, co::Buffered, co::Ledger>>,
+                   r::legal>);
+static_assert(std::is_same_v<
+              restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded, co::Transactional,
+                                              co::Buffered, co::MaxTransactionRows<100>>>,
+              r::legal>);
+// Another durability (higher: a lie; lower: it would hide R9b), a guarantee the code does not
+// give, or one it does give left out: S28.
+static_assert(
+    std::is_same_v<restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded,
+                                                   co::Transactional, co::Synced, co::Ledger>>,
+                   r::restated_capabilities>);
+static_assert(
+    std::is_same_v<restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded,
+                                                   co::Transactional, co::Buffered, co::Synced>>,
+                   r::restated_capabilities>);
+static_assert(std::is_same_v<restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded,
+                                                             co::Transactional, co::Volatile>>,
+                             r::restated_capabilities>);
+static_assert(std::is_same_v<
+              restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded, co::Transactional,
+                                              co::Buffered, co::Concurrent>>,
+              r::restated_capabilities>);
+static_assert(std::is_same_v<
+              restated_verdict<restating_sink<co::Idempotent, co::Transactional, co::Buffered>>,
+              r::restated_capabilities>);
+// A wrapper forwards what the adapter implements with what it declares.
+static_assert(
+    !co::restates_truthfully_v<co::memory::forwarding_sink<
+        restating_sink<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Synced>&>>);
+
 // R1 is judged on the executed order, not on the trigger's name: a hand-made order whose
 // position moves on a timer is held to the same rule as AtMostOnce<AutoCommit>.
 struct TimerByHand final {

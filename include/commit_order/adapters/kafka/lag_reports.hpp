@@ -48,10 +48,22 @@ requires declares_capabilities<Sink>
 struct capabilities_of<Sink> {
   using capabilities = capabilities_of_t<Sink>;
 };
+// What the wrapped sink's adapter implements, for rule S28.
+template <class Sink>
+struct implemented_of {};
+template <class Sink>
+requires requires {
+  typename Sink::implemented_capabilities;
+}
+struct implemented_of<Sink> {
+  using implemented_capabilities = typename Sink::implemented_capabilities;
+};
 }  // namespace detail
 
 template <class Sink>
-class lag_reports final : public detail::key_of<Sink>, public detail::capabilities_of<Sink> {
+class lag_reports final : public detail::key_of<Sink>,
+                          public detail::capabilities_of<Sink>,
+                          public detail::implemented_of<Sink> {
  public:
   using row_type = typename Sink::row_type;
 

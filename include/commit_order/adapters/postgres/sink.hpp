@@ -294,6 +294,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   using mode = Mode;
   using capabilities =
       typename detail::mode_capabilities<Mode, typename Durability::durability>::type;
+  /// What this code gives: a derived sink that restates `capabilities` keeps it (rule S28).
+  using implemented_capabilities = capabilities;
 
   /// Connects to `conninfo` (a libpq connection string), checks that the server gives the
   /// durability mode (durability_mismatch otherwise), creates the tables unless told

@@ -180,6 +180,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   using mode = Mode;
   using capabilities =
       typename detail::mode_capabilities<Mode, typename Durability::durability>::type;
+  /// What this code gives: a derived sink that restates `capabilities` keeps it (rule S28).
+  using implemented_capabilities = capabilities;
 
   /// Opens (creating if needed) the database `file` in the durability mode, and the tables
   /// unless told otherwise. Throws durability_mismatch when SQLite does not run that mode, and
