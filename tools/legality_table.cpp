@@ -8,6 +8,7 @@
 // typed by hand, so it cannot drift from what the compiler enforces.
 #include <commit_order/adapters/memory.hpp>
 #include <commit_order/commit_order.hpp>
+#include <commit_order/part_rules.hpp>
 
 #include "support/orders.hpp"
 
@@ -31,6 +32,10 @@ void for_each_type(type_list<Ts...>, F&& f) {
 }
 template <class... Rules, class F>
 void for_each_rule(co::rules::rule_list<Rules...>, F&& f) {
+  (f(std::type_identity<Rules>{}), ...);
+}
+template <class... Rules, class F>
+void for_each_part_rule(co::part_rules::rule_list<Rules...>, F&& f) {
   (f(std::type_identity<Rules>{}), ...);
 }
 
@@ -175,6 +180,20 @@ void write(std::ostream& out) {
     out << "| " << Rule::id << " | " << code(type_name<Rule>()) << " | " << cell(Rule::prevents)
         << " | " << code(Rule::message) << " |\n";
   });
+
+  out << "\n## Rules of the parts\n\n"
+         "What a part checks of its own declaration where it is named or built, before any "
+         "pipeline exists (`part_rules::all_part_rules`, in "
+         "`include/commit_order/part_rules.hpp`), by family: CO the core vocabulary, MM the "
+         "in-memory parts, FL the file log, SQ SQLite, PG PostgreSQL, KF Kafka, JS the JSON "
+         "codec. A misuse gives the rule's message as its one error; what the part would have "
+         "built on the refused declaration stands on a harmless stand-in, so nothing else "
+         "fails.\n\n"
+         "| id | rule | part | prevents | message |\n|---|---|---|---|---|\n";
+  for_each_part_rule(co::part_rules::all_part_rules{}, [&]<class Rule>(std::type_identity<Rule>) {
+    out << "| " << Rule::id << " | " << code(type_name<Rule>()) << " | " << cell(Rule::part)
+        << " | " << cell(Rule::prevents) << " | " << code(Rule::message) << " |\n";
+  });
 }
 
 }  // namespace
@@ -185,9 +204,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (argc == 2 && std::string_view(argv[1]) == "--ids") {
-    // One id a line, for the test that every rule has a compile-fail case.
-    for_each_rule(co::rules::all_rules{},
-                  [&]<class Rule>(std::type_identity<Rule>) { std::cout << Rule::id << "\n"; });
+    // One id a line, the pipeline's rules then the parts', for the test that every rule has a
+    // compile-fail case.
+    auto id = [&]<class Rule>(std::type_identity<Rule>) { std::cout << Rule::id << "\n"; };
+    for_each_rule(co::rules::all_rules{}, id);
+    for_each_part_rule(co::part_rules::all_part_rules{}, id);
     return 0;
   }
   std::ostringstream text;

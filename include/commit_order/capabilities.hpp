@@ -14,6 +14,8 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include "commit_order/part_checks.hpp"
+
 namespace commit_order {
 
 // ---- behaviour tags ------------------------------------------------------------------------
@@ -93,9 +95,10 @@ concept durability_level = std::is_same_v<T, Volatile> || std::is_same_v<T, Buff
 
 /// The largest number of rows the sink accepts in one transaction. A batch above it is split,
 /// and the position advances per split.
+/// (Its check is its constraint, so it runs where the tag is named.)
 template <std::size_t N>
-struct MaxTransactionRows final {
-  static_assert(N > 0, "MaxTransactionRows<N> needs N >= 1");
+requires(part_rules::require<part_rules::max_transaction_rows_zero,
+                             (N > 0)>()) struct MaxTransactionRows final {
   static constexpr std::size_t value = N;
 };
 
@@ -274,6 +277,45 @@ using with_default_durability_t = typename detail::with_default_durability<Caps,
 /// The durability T declares, or `Default` when it declares none.
 template <class T, durability_level Default>
 using declared_durability_t = typename detail::durability_of<T, Default>::type;
+
+// ---- what an adapter's code implements -----------------------------------------------------
+
+namespace detail {
+// The tags a type derived from an adapter's part may add to what the adapter implements: each
+// only makes the rules stricter.
+template <class Tag>
+inline constexpr bool stricter_tag =
+    std::is_same_v<Tag, Ledger> || std::is_same_v<Tag, SideEffecting> ||
+    is_max_transaction_rows<Tag>::value;
+
+template <class Restated, class Implemented>
+struct restates_within : std::false_type {};
+template <class... R, class... I>
+struct restates_within<capabilities<R...>, capabilities<I...>>
+    : std::bool_constant<(contains_tag<capabilities<R...>, I>::value && ...) &&
+                         ((contains_tag<capabilities<I...>, R>::value || stricter_tag<R>)&&...)> {};
+
+template <class T>
+concept names_implemented_capabilities = requires {
+  typename T::implemented_capabilities;
+};
+}  // namespace detail
+
+/// An adapter whose own code gives what its part declares (the guard its SQL runs, the
+/// durability its connection was checked for) names it twice: `using capabilities = X;` and
+/// `using implemented_capabilities = X;`. A type derived from the part inherits both; where it
+/// restates its capabilities (to add Ledger, say), it keeps every tag the adapter implements,
+/// its durability included, and adds only Ledger, SideEffecting or MaxTransactionRows<N>
+/// (rule S28). True for every type that names no implemented capabilities.
+template <class T>
+inline constexpr bool restates_truthfully_v = [] {
+  if constexpr (detail::names_implemented_capabilities<T> && declares_capabilities<T>) {
+    return detail::restates_within<capabilities_of_t<T>,
+                                   typename T::implemented_capabilities>::value;
+  } else {
+    return true;
+  }
+}();
 
 /// The static maximum transaction size, or 0 when the sink declares none.
 template <class Sink>

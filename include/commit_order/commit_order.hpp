@@ -6,6 +6,9 @@
 // locks, tasks and <thread> unasked.
 #pragma once
 
+// First: a part's failed check (part_rules) is then reported under a short chain of includes.
+#include "commit_order/part_checks.hpp"
+
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
 #include "commit_order/errors.hpp"

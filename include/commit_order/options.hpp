@@ -12,6 +12,7 @@
 
 #include "commit_order/detail/chrono.hpp"
 #include "commit_order/offset.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order {
 
@@ -99,10 +100,9 @@ struct stop final {
 };
 
 /// Retry a failed record up to N more times (a transactional unit is rolled back and re-run
-/// whole), then stop.
+/// whole), then stop. (Its check is its constraint, so it runs where the type is named.)
 template <std::size_t N>
-struct retry final {
-  static_assert(N > 0, "retry<N> needs N >= 1; use stop for no retries");
+requires(part_rules::require<part_rules::retry_count_zero, (N > 0)>()) struct retry final {
   static constexpr std::size_t retries = N;
   static constexpr bool dead_letters = false;
 };
@@ -133,8 +133,7 @@ concept error_handling = requires {
 /// rollback (`rollback_failed`: the sink's state is unknown), a key that moved partition, and
 /// everything that is not an infrastructure_error (`fenced`, `position_lost`, ...).
 template <std::size_t N, error_handling OnRecord = stop>
-struct retry_world final {
-  static_assert(N > 0, "retry_world<N> needs N >= 1");
+requires(part_rules::require<part_rules::retry_count_zero, (N > 0)>()) struct retry_world final {
   static constexpr std::size_t retries = OnRecord::retries;
   static constexpr bool dead_letters = OnRecord::dead_letters;
   static constexpr std::size_t world_retries = N;

@@ -126,7 +126,7 @@ class pipeline final
     // failed), and code that uses its members adds no error to the rule's.
     // BEGIN GENERATED RULE CHECKS
     // clang-format off
-    static_assert(rules::registry_fingerprint == 0x53d3bdd98322b946ULL,
+    static_assert(rules::registry_fingerprint == 0xc2e9943489d9dff5ULL,
                   "commit_order: the rule checks in pipeline.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
     static_assert(!std::is_same_v<verdict, rules::unknown_option>,
                   "commit_order S0: unknown or repeated pipeline option -- each of with_store, with_clock, with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and with_executor may be given once");
@@ -152,6 +152,8 @@ class pipeline final
                   "commit_order S6: the sink declares no capabilities -- add `using capabilities = commit_order::capabilities<...>;` or specialise capability_traits");
     static_assert(!std::is_same_v<verdict, rules::sink_durability_undeclared>,
                   "commit_order S23: the sink declares no durability -- add one of Volatile, Buffered, Synced or Replicated to its capabilities: what a write that returned survives");
+    static_assert(!std::is_same_v<verdict, rules::restated_capabilities>,
+                  "commit_order S28: the sink restates capabilities its adapter does not implement -- a sink derived from an adapter's sink keeps the adapter's capabilities and durability (its implemented_capabilities) and may add only Ledger, SideEffecting or MaxTransactionRows<N>");
     static_assert(!std::is_same_v<verdict, rules::keyless_idempotency>,
                   "commit_order S15: the sink declares Idempotent or OffsetGuarded but names no key -- add `using key_type = commit_order::key<&Event::member...>;` for the key its upsert conflicts on, or drop the claim");
     static_assert(!std::is_same_v<verdict, rules::transactional_shape>,

@@ -793,6 +793,20 @@ struct group_needs_fencing_sink final {
       !partitioned_fencing_sink<typename C::sink_type>;
 };
 
+/// S28 — a sink derived from an adapter's sink runs the adapter's code: what it restates can
+/// make the rules stricter, never claim a guarantee or a durability that code does not give.
+struct restated_capabilities final {
+  static constexpr std::string_view id = "S28";
+  static constexpr std::string_view message =
+      "commit_order S28: the sink restates capabilities its adapter does not implement -- a sink "
+      "derived from an adapter's sink keeps the adapter's capabilities and durability (its "
+      "implemented_capabilities) and may add only Ledger, SideEffecting or MaxTransactionRows<N>";
+  static constexpr std::string_view prevents =
+      "a durability or a guarantee claimed that the adapter's code does not give";
+  template <class C>
+  static constexpr bool violated = !restates_truthfully_v<typename C::sink_type>;
+};
+
 /// The order in which rules are checked: shape first, then the most fundamental problem
 /// (a sink no ordering can save, a key that defeats idempotency) before finer ones.
 template <class... Rules>
@@ -803,8 +817,8 @@ struct rule_list final {
 using all_rules = rule_list<
     unknown_option, not_a_trigger, not_a_policy, malformed_step_order, not_a_source,
     source_durability_undeclared, apply_takes_mutable_row, not_a_sink, bad_transform, row_mismatch,
-    undeclared_capabilities, sink_durability_undeclared, keyless_idempotency, transactional_shape,
-    transactional_position_shape, load_position_type, not_a_position_store,
+    undeclared_capabilities, sink_durability_undeclared, restated_capabilities, keyless_idempotency,
+    transactional_shape, transactional_position_shape, load_position_type, not_a_position_store,
     store_durability_undeclared, bad_error_handling, not_dead_letters, not_an_executor,
     unused_dead_letters, unused_store, unused_clock, bad_clock, bad_fault_injector,
     observer_hook_mismatch, partition_scoped_apply, source_policy_mismatch,

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: BSL-1.0
-# cases.cmake -- the compile-fail cases: one per rule (and per shape check), each a file in
-# cases/ whose illegal line sits under #ifdef COMMIT_ORDER_COMPILE_FAIL and whose #else is the
-# nearest legal configuration. Read by CMakeLists.txt (to register the tests) and by
+# cases.cmake -- the compile-fail cases: one per rule (the pipeline's and the parts'), each a
+# file in cases/ whose illegal line sits under #ifdef COMMIT_ORDER_COMPILE_FAIL and whose #else
+# is the nearest legal configuration. Read by CMakeLists.txt (to register the tests) and by
 # tools/measure_diagnostics.cmake (to measure them), which define compile_fail_case first.
 #
 # compile_fail_case(<case> <rule id> <expected message: a stable prefix of the rule's text>)
-# The expectation is typed here on purpose, not taken from rules.hpp: the test pins the text.
+# The expectation is typed here on purpose, not taken from rules.hpp or part_rules.hpp: the test
+# pins the text.
 
 compile_fail_case(r0_malformed_step_order R0
   "commit_order R0: the policy's step list is malformed")
@@ -65,6 +66,8 @@ compile_fail_case(s5_row_mismatch S5
   "commit_order S5: the sink's row_type cannot be built from the source's events")
 compile_fail_case(s6_undeclared_capabilities S6
   "commit_order S6: the sink declares no capabilities")
+compile_fail_case(s6_lag_reports_of_undeclared_sink S6
+  "commit_order S6: the sink declares no capabilities")
 compile_fail_case(s7_transactional_shape S7
   "commit_order S7: the sink declares Transactional but lacks begin\\(\\), commit\\(\\) or rollback\\(\\)")
 compile_fail_case(s8_not_a_position_store S8
@@ -107,6 +110,8 @@ compile_fail_case(s26_partition_scoped_apply S26
   "commit_order S26: the sink declares PartitionScoped but has no apply\\(partition_id, offset, const row_type&\\)")
 compile_fail_case(s27_source_policy_mismatch S27
   "commit_order S27: the source was built for another policy than the pipeline's")
+compile_fail_case(s28_derived_sink_restates_durability S28
+  "commit_order S28: the sink restates capabilities its adapter does not implement")
 compile_fail_case(r17_offset_guard_needs_partition R17
   "commit_order R17: a partitioned source feeds an offset-guarded sink whose rows do not carry their partition")
 compile_fail_case(r18_group_needs_fencing_sink R18
@@ -145,10 +150,79 @@ compile_fail_case(executor_header_missing include
 compile_fail_case(rejected_surface surface
   "commit_order R3: this policy replays after a crash")
 
-# The adapters' own checks: the JSON codec's field list, and a Kafka source's codec.
-compile_fail_case(json_duplicate_field_name json
-  "commit_order::json: two fields have the same JSON name")
-compile_fail_case(json_unsupported_field_type json
-  "commit_order::json: a field's type must be bool, an integer, a floating-point type")
-compile_fail_case(kafka_codec_not_decoder kafka
-  "commit_order::kafka: the codec does not decode the source's event")
+# The rules the parts check of themselves (part_rules::all_part_rules, include/commit_order/
+# part_rules.hpp): one case per id, by family -- CO core vocabulary, MM memory, FL file, SQ
+# SQLite, PG PostgreSQL, KF Kafka, JS JSON. PG3, KF3 and S28 are the cases issue 22 quotes,
+# written as a new user would.
+compile_fail_case(co1_max_transaction_rows_zero CO1
+  "commit_order CO1: MaxTransactionRows<N> needs N >= 1")
+compile_fail_case(co2_retry_zero CO2
+  "commit_order CO2: retry<N> and retry_world<N> need N >= 1")
+compile_fail_case(mm1_memory_idempotent_without_key MM1
+  "commit_order MM1: an Idempotent memory::table needs a key")
+compile_fail_case(mm2_memory_guard_without_upsert MM2
+  "commit_order MM2: OffsetGuarded and VersionGuarded are conditions on a keyed upsert")
+compile_fail_case(fl1_string_member_default_codec FL1
+  "commit_order FL1: file::trivial_codec writes the event's bytes and the event is not trivially copyable \\(a std::string member is a pointer into this process\\)")
+compile_fail_case(fl2_file_log_codec_shape FL2
+  "commit_order FL2: the log's codec does not encode and decode its event")
+compile_fail_case(fl3_file_log_sync_policy FL3
+  "commit_order FL3: the log's Sync is not a sync policy")
+compile_fail_case(sq1_name_not_an_identifier SQ1
+  "commit_order SQ1: a name in a SQLite table layout is not a plain identifier")
+compile_fail_case(sq2_empty_key SQ2
+  "commit_order SQ2: the table's key_columns<> is empty")
+compile_fail_case(sq3_column_of_another_event SQ3
+  "commit_order SQ3: a column holds a member of another type than the table's event")
+compile_fail_case(sq4_duplicate_column SQ4
+  "commit_order SQ4: two columns of the table have the same name \\(the source_offset and source_partition columns count\\)")
+compile_fail_case(sq5_column_type SQ5
+  "commit_order SQ5: no SQLite storage class for this member's type")
+compile_fail_case(sq6_version_in_key SQ6
+  "commit_order SQ6: the version a version guard compares is a key column")
+compile_fail_case(sq7_version_not_a_column SQ7
+  "commit_order SQ7: the version a version guard compares is not one of the table's value columns")
+compile_fail_case(sq8_version_not_a_number SQ8
+  "commit_order SQ8: the version a version guard compares is not a number")
+compile_fail_case(sq9_unsafe_journal SQ9
+  "commit_order SQ9: a rollback journal with synchronous=NORMAL is not offered: a power cut at the wrong moment can corrupt the database")
+compile_fail_case(pg1_name_not_an_identifier PG1
+  "commit_order PG1: a name in a PostgreSQL table layout is not a plain identifier")
+compile_fail_case(pg2_empty_key PG2
+  "commit_order PG2: the table's key_columns<> is empty")
+compile_fail_case(pg3_column_of_another_event PG3
+  "commit_order PG3: a column holds a member of another type than the table's event")
+compile_fail_case(pg4_duplicate_column PG4
+  "commit_order PG4: two columns of the table have the same name \\(the source_offset and source_partition columns count\\)")
+compile_fail_case(pg5_column_type PG5
+  "commit_order PG5: no PostgreSQL type for this member's type")
+compile_fail_case(pg6_version_of_another_event PG6
+  "commit_order PG6: the version guard's member is not a member of the table's event")
+compile_fail_case(pg7_version_not_a_column PG7
+  "commit_order PG7: the version guard's member is not one of the table's value columns")
+compile_fail_case(pg8_letter_format PG8
+  "commit_order PG8: the dead letters' Letter does not give a letter's bytes")
+compile_fail_case(kf1_source_policy KF1
+  "commit_order KF1: a Kafka source's second parameter is the pipeline's policy")
+compile_fail_case(kf2_codec_not_decoder KF2
+  "commit_order KF2: the codec does not decode the event")
+compile_fail_case(kf3_string_member_default_codec KF3
+  "commit_order KF3: kafka::trivial_codec copies the event's bytes and the event is not trivially copyable \\(a std::string member is a pointer into this process\\)")
+compile_fail_case(kf4_offset_store_source KF4
+  "commit_order KF4: kafka::offset_store commits through a group_source's or an assigned_source's consumer and was given another source")
+compile_fail_case(kf5_producer_codec KF5
+  "commit_order KF5: the producer's codec does not encode the event")
+compile_fail_case(kf6_key_codec KF6
+  "commit_order KF6: with_deletes' key codec does not decode the key")
+compile_fail_case(kf7_big_endian_integer KF7
+  "commit_order KF7: big_endian_codec<T> takes an integer type")
+compile_fail_case(js1_no_fields JS1
+  "commit_order JS1: json::codec has no fields")
+compile_fail_case(js2_duplicate_field_name JS2
+  "commit_order JS2: two fields have the same JSON name")
+compile_fail_case(js3_field_of_another_event JS3
+  "commit_order JS3: a field names a member of another type than the codec's event")
+compile_fail_case(js4_unsupported_field_type JS4
+  "commit_order JS4: a field's type has no exact JSON reading")
+compile_fail_case(js5_event_not_default_constructible JS5
+  "commit_order JS5: the event must be default-constructible")

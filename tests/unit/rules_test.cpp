@@ -12,6 +12,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include <commit_order/part_rules.hpp>
+
 #include "support/orders.hpp"
 
 namespace co = commit_order;
@@ -304,6 +306,100 @@ TEST_CASE("every rule has a distinct id and a one-line message that names it and
   CHECK(every_message_names_its_rule(r::all_rules{}));
   CHECK(messages_are_one_line(r::all_rules{}));
 }
+
+namespace {
+namespace pr = commit_order::part_rules;
+template <class... Rules>
+std::set<std::string_view> part_ids(pr::rule_list<Rules...>) {
+  return {Rules::id...};
+}
+template <class... Rules>
+bool every_part_message_names_its_rule(pr::rule_list<Rules...>) {
+  return ((std::string_view{Rules::message}.starts_with("commit_order " + std::string(Rules::id) +
+                                                        ": ") &&
+           std::string_view{Rules::message}.find(" -- ") != std::string_view::npos &&
+           std::string_view{Rules::message}.find('\n') == std::string_view::npos) &&
+          ...);
+}
+// An id is its family's prefix and a number: CO, MM, FL, SQ, PG, KF or JS.
+template <class... Rules>
+bool every_part_id_names_its_family(pr::rule_list<Rules...>) {
+  constexpr std::string_view families[] = {"CO", "MM", "FL", "SQ", "PG", "KF", "JS"};
+  auto named = [&](std::string_view id) {
+    bool family = false;
+    for (std::string_view f : families)
+      family = family || id.starts_with(f);
+    return family && id.size() > 2 && id.substr(2).find_first_not_of("0123456789") == id.npos;
+  };
+  return (named(Rules::id) && ...);
+}
+}  // namespace
+
+TEST_CASE("every part rule has a distinct id of its family and a one-line message with the fix") {
+  const auto parts = part_ids(pr::all_part_rules{});
+  CHECK(parts.size() == pr::all_part_rules::size);
+  CHECK(every_part_message_names_its_rule(pr::all_part_rules{}));
+  CHECK(every_part_id_names_its_family(pr::all_part_rules{}));
+  for (std::string_view id : ids(r::all_rules{}))
+    CHECK_MESSAGE(parts.count(id) == 0, "a part rule shares the id of a pipeline rule: " << id);
+}
+
+// S28: a sink derived from an adapter's sink keeps what the adapter implements and adds only
+// what makes the rules stricter. `adapter_sink` stands for an adapter's sink (the SQL ones name
+// `implemented_capabilities` the same way).
+struct adapter_sink {
+  using row_type = order_event;
+  using key_type = order_key;
+  using capabilities =
+      co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Buffered>;
+  using implemented_capabilities = capabilities;
+  co::write_outcome apply(co::offset, const order_event&) { return co::write_outcome::applied; }
+  void begin() {}
+  void commit() {}
+  void rollback() noexcept {}
+  void store_position(co::position) {}
+  std::optional<co::position> load_position() const { return std::nullopt; }
+};
+template <class... Caps>
+struct restating_sink : adapter_sink {
+  using capabilities = co::capabilities<Caps...>;
+};
+using buffered_log = co::memory::log<order_event, co::Buffered>;
+template <class Sink>
+using restated_verdict = co::verdict_t<buffered_log, Sink, co::TransactionalPosition<>>;
+static_assert(std::is_same_v<restated_verdict<adapter_sink>, r::legal>);
+static_assert(
+    std::is_same_v<restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded,
+                                                   co::Transactional, co::Buffered, co::Ledger>>,
+                   r::legal>);
+static_assert(std::is_same_v<
+              restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded, co::Transactional,
+                                              co::Buffered, co::MaxTransactionRows<100>>>,
+              r::legal>);
+// Another durability (higher: a lie; lower: it would hide R9b), a guarantee the code does not
+// give, or one it does give left out: S28.
+static_assert(
+    std::is_same_v<restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded,
+                                                   co::Transactional, co::Synced, co::Ledger>>,
+                   r::restated_capabilities>);
+static_assert(
+    std::is_same_v<restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded,
+                                                   co::Transactional, co::Buffered, co::Synced>>,
+                   r::restated_capabilities>);
+static_assert(std::is_same_v<restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded,
+                                                             co::Transactional, co::Volatile>>,
+                             r::restated_capabilities>);
+static_assert(std::is_same_v<
+              restated_verdict<restating_sink<co::Idempotent, co::OffsetGuarded, co::Transactional,
+                                              co::Buffered, co::Concurrent>>,
+              r::restated_capabilities>);
+static_assert(std::is_same_v<
+              restated_verdict<restating_sink<co::Idempotent, co::Transactional, co::Buffered>>,
+              r::restated_capabilities>);
+// A wrapper forwards what the adapter implements with what it declares.
+static_assert(
+    !co::restates_truthfully_v<co::memory::forwarding_sink<
+        restating_sink<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Synced>&>>);
 
 // R1 is judged on the executed order, not on the trigger's name: a hand-made order whose
 // position moves on a timer is held to the same rule as AtMostOnce<AutoCommit>.

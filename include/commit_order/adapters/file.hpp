@@ -4,6 +4,9 @@
 // target commit_order::file.
 #pragma once
 
+// First: a part's failed check (part_rules) is then reported under a short chain of includes.
+#include "commit_order/part_checks.hpp"
+
 #include "commit_order/adapters/file/codec.hpp"
 #include "commit_order/adapters/file/errors.hpp"
 #include "commit_order/adapters/file/log.hpp"

@@ -27,6 +27,10 @@
 // refused, never written as null.
 #pragma once
 
+// First: a failed check of the codec (part_rules) is then reported under a short chain of
+// includes.
+#include "commit_order/part_checks.hpp"
+
 #include <array>
 #include <cmath>
 #include <concepts>
@@ -290,6 +294,15 @@ inline nlohmann::json parse_strict(std::span<const std::byte> bytes) {
   }
 }
 
+/// Event{}, which decoding fills field by field. For an Event without one (which JS5 refuses) a
+/// declaration only, so that the check's message is the one error.
+template <class Event>
+requires std::is_default_constructible_v<Event> Event empty_event() {
+  return Event{};
+}
+template <class Event>
+Event empty_event();
+
 template <class F>
 struct field_list;
 template <fixed_string... Names, auto... Members>
@@ -339,32 +352,39 @@ struct member final {
 /// std::vector<std::byte>&)`.
 template <class Event, class Fields, class At = whole>
 struct codec final {
-  static_assert(detail::field_list<Fields>::count > 0,
-                "commit_order::json: an event needs at least one field");
-  static_assert(detail::field_list<Fields>::names_distinct,
-                "commit_order::json: two fields have the same JSON name");
-  static_assert(detail::field_list<Fields>::template all_of<Event>,
-                "commit_order::json: every field must name a member of the event");
-  static_assert(detail::field_list<Fields>::supported,
-                "commit_order::json: a field's type must be bool, an integer, a floating-point "
-                "type, std::string, or std::optional of one of them");
-  static_assert(std::is_default_constructible_v<Event>,
-                "commit_order::json: the event must be default-constructible (decoding sets "
-                "each field's member)");
+  static_assert(
+      part_rules::require<part_rules::json_no_fields, (detail::field_list<Fields>::count > 0)>());
+  static_assert(part_rules::require<part_rules::json_duplicate_field,
+                                    detail::field_list<Fields>::names_distinct>());
+  static_assert(part_rules::require<part_rules::json_field_elsewhere,
+                                    detail::field_list<Fields>::template all_of<Event>>());
+  static_assert(
+      part_rules::require<part_rules::json_field_type, detail::field_list<Fields>::supported>());
+  static_assert(part_rules::require<part_rules::json_event_default_constructible,
+                                    std::is_default_constructible_v<Event>>());
 
+ private:
+  // The fields read and written: none once a check above refused them (JS3, JS4), so that its
+  // message is the one error.
+  using checked =
+      detail::field_list<std::conditional_t<detail::field_list<Fields>::template all_of<Event> &&
+                                                detail::field_list<Fields>::supported,
+                                            Fields, fields<>>>;
+
+ public:
   static Event decode(std::span<const std::byte> value) {
     const nlohmann::json v = detail::parse_strict(value);
     if (!v.is_object())
       throw std::invalid_argument("the JSON value is " + detail::shown(v) + ", not an object");
-    Event e{};
+    Event e = detail::empty_event<Event>();
     if constexpr (std::is_same_v<At, whole>) {
-      detail::field_list<Fields>::read(v, e);
+      checked::read(v, e);
     } else {
       const auto it = v.find(At::name);
       if (it == v.end() || !it->is_object())
         throw std::invalid_argument("the JSON value has no object at key \"" +
                                     std::string(At::name) + "\"");
-      detail::field_list<Fields>::read(*it, e);
+      checked::read(*it, e);
     }
     return e;
   }
@@ -372,7 +392,7 @@ struct codec final {
   static void encode(const Event& e,
                      std::vector<std::byte>& out) requires std::is_same_v<At, whole> {
     nlohmann::json object = nlohmann::json::object();
-    detail::field_list<Fields>::write(object, e);
+    checked::write(object, e);
     // Fields in their order: nlohmann's object sorts its keys, so the text is built here.
     std::string text = "{";
     bool first = true;

@@ -5,6 +5,9 @@
 // Links librdkafka: target commit_order::kafka.
 #pragma once
 
+// First: a part's failed check (part_rules) is then reported under a short chain of includes.
+#include "commit_order/part_checks.hpp"
+
 #include "commit_order/adapters/kafka/codec.hpp"
 #include "commit_order/adapters/kafka/errors.hpp"
 #include "commit_order/adapters/kafka/lag_reports.hpp"

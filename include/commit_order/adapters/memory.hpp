@@ -7,6 +7,9 @@
 // memory/synchronized.hpp.
 #pragma once
 
+// First: a part's failed check (part_rules) is then reported under a short chain of includes.
+#include "commit_order/part_checks.hpp"
+
 #include "commit_order/adapters/memory/dead_letters.hpp"
 #include "commit_order/adapters/memory/forwarding_sink.hpp"
 #include "commit_order/adapters/memory/group.hpp"

@@ -5,6 +5,9 @@
 // store, and a dead-letter table. Links libpq: target commit_order::postgres.
 #pragma once
 
+// First: a part's failed check (part_rules) is then reported under a short chain of includes.
+#include "commit_order/part_checks.hpp"
+
 #include "commit_order/adapters/postgres/connection.hpp"
 #include "commit_order/adapters/postgres/dead_letters.hpp"
 #include "commit_order/adapters/postgres/position_store.hpp"

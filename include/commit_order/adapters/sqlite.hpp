@@ -6,6 +6,9 @@
 // commit_order::sqlite.
 #pragma once
 
+// First: a part's failed check (part_rules) is then reported under a short chain of includes.
+#include "commit_order/part_checks.hpp"
+
 #include "commit_order/adapters/sqlite/admin.hpp"
 #include "commit_order/adapters/sqlite/connection.hpp"
 #include "commit_order/adapters/sqlite/layout.hpp"

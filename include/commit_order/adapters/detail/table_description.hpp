@@ -22,6 +22,8 @@
 #include <type_traits>
 
 #include "commit_order/detail/concat.hpp"
+#include "commit_order/key.hpp"
+#include "commit_order/part_rules.hpp"
 
 namespace commit_order::adapters {
 
@@ -69,6 +71,17 @@ struct column_base {
   static constexpr auto member = Member;
   using owner_type = typename member_pointer_traits<decltype(Member)>::owner;
   using value_type = typename member_pointer_traits<decltype(Member)>::value;
+};
+
+/// The idempotency key key_columns<C...> make: `key<&Event::member...>`; none for no columns,
+/// which the layout refuses (SQ2, PG2), and which a refused layout stands on (`checked_columns`).
+template <class... Columns>
+struct key_of_columns {
+  using type = commit_order::key<Columns::member...>;
+};
+template <>
+struct key_of_columns<> {
+  using type = part_rules::refused_key;
 };
 
 /// What a layout holds. An adapter's `table_layout` derives from it and checks the names.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "commit_order/adapters/file/errors.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::file {
 
@@ -29,13 +30,10 @@ concept codec = requires(const Event& e, std::vector<std::byte>& out,
   { C::decode(payload) } -> std::same_as<Event>;
 };
 
-/// The object representation of a trivially copyable event, byte for byte. Compact and fast,
-/// but the bytes mean what this build's layout says: a log written by a build with another
-/// layout (another struct definition, another ABI) of the same size decodes as garbage. Keep
-/// the event a fixed-width, padding-free struct, or write a codec with an explicit format.
+namespace detail {
+/// The object representation of a trivially copyable Event, for trivial_codec.
 template <class Event>
-requires std::is_trivially_copyable_v<Event>
-struct trivial_codec final {
+struct object_bytes {
   static void encode(const Event& e, std::vector<std::byte>& out) {
     // resize + memcpy rather than insert: g++ 12 reports a false -Warray-bounds and
     // -Wstringop-overflow inside vector::insert once this is inlined into some callers.
@@ -54,6 +52,28 @@ struct trivial_codec final {
     std::memcpy(bytes.data(), payload.data(), sizeof(Event));
     return std::bit_cast<Event>(bytes);
   }
+};
+
+/// The codec a part stands on once a check refused the one it was given (FL1, FL2): it declares
+/// what a codec has and defines none of it, so the check's message is the one error. Only a
+/// program that already failed to compile names it.
+template <class Event>
+struct refused_codec {
+  static void encode(const Event& e, std::vector<std::byte>& out);
+  static Event decode(std::span<const std::byte> payload);
+};
+}  // namespace detail
+
+/// The object representation of a trivially copyable event, byte for byte. Compact and fast,
+/// but the bytes mean what this build's layout says: a log written by a build with another
+/// layout (another struct definition, another ABI) of the same size decodes as garbage. Keep
+/// the event a fixed-width, padding-free struct, or write a codec with an explicit format.
+template <class Event>
+struct trivial_codec final
+    : std::conditional_t<std::is_trivially_copyable_v<Event>, detail::object_bytes<Event>,
+                         detail::refused_codec<Event>> {
+  static_assert(part_rules::require<part_rules::file_trivial_codec_event,
+                                    std::is_trivially_copyable_v<Event>>());
 };
 
 }  // namespace commit_order::file

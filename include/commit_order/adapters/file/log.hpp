@@ -72,6 +72,7 @@
 #include "commit_order/capabilities.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
+#include "commit_order/part_checks.hpp"
 #include "commit_order/record.hpp"
 
 namespace commit_order::file {
@@ -113,15 +114,25 @@ struct segment_info final {
   std::uint64_t bytes = 0;
 };
 
+// The log's checks (FL2, FL3) are its constraint, so they run where its type is named rather
+// than deep in whatever instantiates it first (a pipeline's rules); each holds once reported.
+// sizeof first: the codec is completed outside the concept, so a check of its own
+// (trivial_codec's FL1) is reported from here.
 template <class Event, class Codec = trivial_codec<Event>, class Sync = sync_each_append,
           class Io = detail::system_io>
-requires codec<Codec, Event> && sync_policy<Sync>
-class log final {
+requires(part_rules::require<part_rules::file_codec_shape,
+                             (sizeof(Codec) != 0 && codec<Codec, Event>)>() &&
+         part_rules::require<part_rules::file_sync_policy, sync_policy<Sync>>()) class log final {
+  // What the log runs on: stand-ins once a check above refused Codec or Sync, so that the
+  // check's message is the one error.
+  using codec_type = std::conditional_t<codec<Codec, Event>, Codec, detail::refused_codec<Event>>;
+  using sync_type = std::conditional_t<sync_policy<Sync>, Sync, sync_each_append>;
+
  public:
   using record_type = logged<Event>;
   using event_type = Event;
   /// What an append() that returned survives.
-  using append_durability = typename Sync::durability;
+  using append_durability = typename sync_type::durability;
   /// The same, as the source's declared durability (rule R9c compares it with the position's).
   using capabilities = commit_order::capabilities<append_durability>;
 
@@ -161,7 +172,7 @@ class log final {
       throw error("commit_order::file: an earlier append to '" + dir_.string() +
                   "' failed and could not be undone; reopen the log to repair it");
     frame_.assign(frame_header_bytes, std::byte{0});
-    Codec::encode(event, frame_);
+    codec_type::encode(event, frame_);
     const std::uint64_t payload = frame_.size() - frame_header_bytes;
     if (payload > options_.max_record_bytes)
       throw codec_error("commit_order::file: an encoded event of " + std::to_string(payload) +
@@ -182,7 +193,7 @@ class log final {
     const auto path = path_of(active);
     try {
       Io::write_all(writer_, frame_, path);
-      if constexpr (Sync::each_append)
+      if constexpr (sync_type::each_append)
         Io::sync_data(writer_, path);
     } catch (...) {
       // A half-written frame would sit between acknowledged records and the next append's
@@ -248,7 +259,7 @@ class log final {
   /// behind a stored position and gave their offsets to new records is caught there.
   [[nodiscard]] std::uint64_t fingerprint(const record_type& r) {
     scratch_.clear();
-    Codec::encode(r.event, scratch_);
+    codec_type::encode(r.event, scratch_);
     return frame_crc(static_cast<std::uint32_t>(scratch_.size()), r.source_offset.value(),
                      scratch_);
   }
@@ -644,7 +655,7 @@ class log final {
                                " fails its checksum; restore the segment from a copy");
     }
     if (keep)
-      batch_.push_back(record_type{offset{reader_.next}, Codec::decode(r.payload)});
+      batch_.push_back(record_type{offset{reader_.next}, codec_type::decode(r.payload)});
     reader_.pos += frame_header_bytes + r.length;
     ++reader_.next;
   }

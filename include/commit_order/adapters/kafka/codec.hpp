@@ -39,6 +39,7 @@
 
 #include "commit_order/adapters/kafka/errors.hpp"
 #include "commit_order/adapters/kafka/message.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::kafka {
 
@@ -69,12 +70,23 @@ concept codec = decoder<C, Event> && requires(const Event& e, std::vector<std::b
   C::encode(e, out);
 };
 
-/// The object representation of a trivially copyable event, byte for byte. The bytes mean what
-/// this build's layout says: keep the event a fixed-width, padding-free struct, or write a codec
-/// with an explicit format for a topic other programs read or write.
+namespace detail {
+/// The codec a part stands on once a check refused the one it was given (KF2, KF3, KF5, KF6,
+/// KF7): it declares what a codec has and defines none of it, so the check's message is the one
+/// error. Only a program that already failed to compile names it.
+template <class T>
+struct refused_codec {
+  static T decode(std::span<const std::byte> value);
+  static void encode(const T& v, std::vector<std::byte>& out);
+};
+
+/// C, or the stand-in once a check refused it as a decoder of T.
+template <class C, class T>
+using decoder_or_refused = std::conditional_t<decoder<C, T>, C, refused_codec<T>>;
+
+/// The object representation of a trivially copyable Event, for trivial_codec.
 template <class Event>
-requires std::is_trivially_copyable_v<Event>
-struct trivial_codec final {
+struct object_bytes {
   static void encode(const Event& e, std::vector<std::byte>& out) {
     // resize + memcpy rather than insert: g++ 12 warns falsely (-Warray-bounds) on a vector
     // insert of a fixed-size range at -O2.
@@ -93,6 +105,18 @@ struct trivial_codec final {
     std::memcpy(bytes.data(), value.data(), sizeof(Event));
     return std::bit_cast<Event>(bytes);
   }
+};
+}  // namespace detail
+
+/// The object representation of a trivially copyable event, byte for byte. The bytes mean what
+/// this build's layout says: keep the event a fixed-width, padding-free struct, or write a codec
+/// with an explicit format for a topic other programs read or write.
+template <class Event>
+struct trivial_codec final
+    : std::conditional_t<std::is_trivially_copyable_v<Event>, detail::object_bytes<Event>,
+                         detail::refused_codec<Event>> {
+  static_assert(part_rules::require<part_rules::kafka_trivial_codec_event,
+                                    std::is_trivially_copyable_v<Event>>());
 };
 
 /// Decodes `m` with C: the whole message for a message decoder, the value for a value decoder.
@@ -113,10 +137,10 @@ requires decoder<C, Event>
   }
 }
 
-/// An integer in network byte order, as Kafka's Java serializers write it (LongSerializer,
-/// IntegerSerializer, ShortSerializer): exactly sizeof(T) bytes, most significant first.
-template <std::integral T>
-struct big_endian_codec final {
+namespace detail {
+/// An integer's bytes, most significant first, for big_endian_codec.
+template <class T>
+struct big_endian_bytes {
   static void encode(T v, std::vector<std::byte>& out) {
     const auto u = static_cast<std::make_unsigned_t<T>>(v);
     for (std::size_t i = sizeof(T); i-- > 0;)
@@ -132,6 +156,15 @@ struct big_endian_codec final {
       u = static_cast<std::make_unsigned_t<T>>((u << 8) | std::to_integer<unsigned>(b));
     return static_cast<T>(u);
   }
+};
+}  // namespace detail
+
+/// An integer in network byte order, as Kafka's Java serializers write it (LongSerializer,
+/// IntegerSerializer, ShortSerializer): exactly sizeof(T) bytes, most significant first.
+template <class T>
+struct big_endian_codec final
+    : std::conditional_t<std::integral<T>, detail::big_endian_bytes<T>, detail::refused_codec<T>> {
+  static_assert(part_rules::require<part_rules::kafka_big_endian_integer, std::integral<T>>());
 };
 
 /// A string's bytes, as they are (a topic of text keys or values).
@@ -168,16 +201,27 @@ using change = std::variant<Event, deleted<Key>>;
 /// would delete another key. A tombstone with a null key deletes nothing anyone can name: it
 /// stops the source (undecodable_message), never skipped.
 template <class Event, class Key, class KeyCodec, class ValueCodec = trivial_codec<Event>>
-requires decoder<ValueCodec, Event> && value_decoder<KeyCodec, Key>
 struct with_deletes final {
+  // sizeof first: the codec is completed here, outside the concept, so a check of its own (a
+  // trivial_codec's KF3) is reported from this line and not from deep inside the concept.
+  static_assert(part_rules::require<part_rules::kafka_codec_decodes,
+                                    (sizeof(ValueCodec) != 0 && decoder<ValueCodec, Event>)>());
+  static_assert(part_rules::require<part_rules::kafka_key_codec, value_decoder<KeyCodec, Key>>());
+
   static change<Event, Key> decode(const message& m) {
     if (!m.tombstone())
-      return change<Event, Key>(std::in_place_index<0>, kafka::decode<Event, ValueCodec>(m));
+      return change<Event, Key>(std::in_place_index<0>, kafka::decode<Event, value_codec>(m));
     const auto key = m.key();
     if (!key)
       throw std::invalid_argument("it is a tombstone with a null key, which deletes nothing");
-    return change<Event, Key>(std::in_place_index<1>, deleted<Key>{KeyCodec::decode(*key)});
+    return change<Event, Key>(std::in_place_index<1>, deleted<Key>{key_codec::decode(*key)});
   }
+
+ private:
+  // Stand-ins once a check above refused a codec, so that its message is the one error.
+  using value_codec = detail::decoder_or_refused<ValueCodec, Event>;
+  using key_codec =
+      std::conditional_t<value_decoder<KeyCodec, Key>, KeyCodec, detail::refused_codec<Key>>;
 };
 
 // ---- messages that do not decode -------------------------------------------------------------
@@ -221,11 +265,15 @@ class decoded final {
 /// and an infrastructure_error (a decoder's lookup that is down) are not the message's fault:
 /// they still stop the source, and the message is read again.
 template <class Event, class Codec = trivial_codec<Event>>
-requires decoder<Codec, Event>
 struct tolerant final {
+  // sizeof first, as in with_deletes.
+  static_assert(part_rules::require<part_rules::kafka_codec_decodes,
+                                    (sizeof(Codec) != 0 && decoder<Codec, Event>)>());
+
   static decoded<Event> decode(const message& m) {
     try {
-      return decoded<Event>(kafka::decode<Event, Codec>(m));
+      // The stand-in once the check above refused Codec, so that its message is the one error.
+      return decoded<Event>(kafka::decode<Event, detail::decoder_or_refused<Codec, Event>>(m));
     } catch (const std::bad_alloc&) {
       throw;
     } catch (const commit_order::infrastructure_error&) {

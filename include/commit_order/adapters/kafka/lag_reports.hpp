@@ -37,17 +37,35 @@ template <class Sink>
 struct key_of<Sink, true> {
   using key_type = sink_key_t<Sink>;
 };
+
+// The wrapped sink's capabilities, exactly: the report adds no guarantee and takes none away.
+// A sink that declares none leaves the wrapper without, and the pipeline's rule S6 says so (one
+// error, where a check here would add a second).
+template <class Sink>
+struct capabilities_of {};
+template <class Sink>
+requires declares_capabilities<Sink>
+struct capabilities_of<Sink> {
+  using capabilities = capabilities_of_t<Sink>;
+};
+// What the wrapped sink's adapter implements, for rule S28.
+template <class Sink>
+struct implemented_of {};
+template <class Sink>
+requires requires {
+  typename Sink::implemented_capabilities;
+}
+struct implemented_of<Sink> {
+  using implemented_capabilities = typename Sink::implemented_capabilities;
+};
 }  // namespace detail
 
 template <class Sink>
-class lag_reports final : public detail::key_of<Sink> {
-  static_assert(declares_capabilities<Sink>,
-                "commit_order::kafka::lag_reports: the wrapped sink declares no capabilities");
-
+class lag_reports final : public detail::key_of<Sink>,
+                          public detail::capabilities_of<Sink>,
+                          public detail::implemented_of<Sink> {
  public:
   using row_type = typename Sink::row_type;
-  /// Exactly the wrapped sink's: the report adds no guarantee and takes none away.
-  using capabilities = capabilities_of_t<Sink>;
 
   /// Reports through `source`'s consumer (a group.id is needed for Kafka to keep offsets). For
   /// a single-partition sink, the positions are those of the partition `source` reads.

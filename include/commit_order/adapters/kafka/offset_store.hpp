@@ -29,14 +29,25 @@
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <type_traits>
 
 #include "commit_order/adapters/kafka/detail/consumer_core.hpp"
 #include "commit_order/adapters/kafka/options.hpp"
 #include "commit_order/adapters/kafka/source.hpp"
 #include "commit_order/capabilities.hpp"
 #include "commit_order/offset.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::kafka {
+
+namespace detail {
+/// S is a group_source or an assigned_source: a consumer kafka::offset_store commits through.
+template <class S>
+concept group_client_source = requires(S& s) {
+  s.client();
+  s.assignment();
+};
+}  // namespace detail
 
 /// Kafka's committed offsets, one per partition, of the source's consumer group.
 class offset_store final {
@@ -48,11 +59,11 @@ class offset_store final {
   /// The store of `source`'s group (group.id is required). Keeps a reference: the source must
   /// outlive it.
   template <class Source>
-  requires requires(Source& s) {
-    s.client();
-    s.assignment();
-  }
-  explicit offset_store(Source& source) : client_(&source.client()) {
+  requires(!std::is_same_v<std::remove_cv_t<Source>, offset_store>) explicit offset_store(
+      Source& source)
+      : client_(client_of(source)) {
+    static_assert(part_rules::require<part_rules::kafka_offset_store_source,
+                                      detail::group_client_source<Source>>());
     if (client_->group_id().empty())
       throw configuration_refused(
           "commit_order::kafka::offset_store: the source has no group.id, and Kafka keeps "
@@ -89,6 +100,16 @@ class offset_store final {
   [[nodiscard]] std::size_t requests() const noexcept { return requests_; }
 
  private:
+  // None once the constructor's check refused the source, so that its message is the one error.
+  template <class Source>
+  static detail::client_core* client_of(Source& source) {
+    if constexpr (detail::group_client_source<Source>) {
+      return &source.client();
+    } else {
+      return nullptr;
+    }
+  }
+
   detail::client_core* client_;
   std::size_t commits_ = 0;
   std::size_t requests_ = 0;

@@ -67,6 +67,15 @@ requires declares_capabilities<S>
 struct forwarded_capabilities<S> {
   using capabilities = capabilities_of_t<S>;
 };
+// What the wrapped sink's adapter implements, for rule S28.
+template <class S>
+requires declares_capabilities<S> && requires {
+  typename S::implemented_capabilities;
+}
+struct forwarded_capabilities<S> {
+  using capabilities = capabilities_of_t<S>;
+  using implemented_capabilities = typename S::implemented_capabilities;
+};
 
 // What the wrapper's constructor takes: the sink for a reference, the sink's constructor
 // arguments (or an aggregate's members) for an owned sink.

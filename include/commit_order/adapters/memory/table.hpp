@@ -33,6 +33,7 @@
 #include "commit_order/errors.hpp"
 #include "commit_order/key.hpp"
 #include "commit_order/offset.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::memory {
 
@@ -73,30 +74,56 @@ struct version_member<capabilities<Tags...>> {
       result = stored.*(of<Tag>::member) < incoming.*(of<Tag>::member);
   }
 };
+
+template <class Caps>
+inline constexpr bool guards_upsert =
+    contains_capability_v<Caps, OffsetGuarded> || version_member<Caps>::guarded;
+// What the table's checks ask (MM1, MM2).
+template <class Key, class Caps>
+inline constexpr bool upsert_has_key =
+    !contains_capability_v<Caps, Idempotent> || !std::is_same_v<Key, no_key>;
+template <class Caps>
+inline constexpr bool guard_has_upsert =
+    !guards_upsert<Caps> || contains_capability_v<Caps, Idempotent>;
+/// Caps, with Idempotent added once MM2 refused a guard declared without it.
+template <class Caps, bool Refused = !guard_has_upsert<Caps>>
+struct upsert_for_guard {
+  using type = Caps;
+};
+template <class... Tags>
+struct upsert_for_guard<capabilities<Tags...>, true> {
+  using type = capabilities<Idempotent, Tags...>;
+};
 }  // namespace detail
 
+// The table's checks (MM1, MM2) are its constraint, so they run where its type is named rather
+// than deep in a pipeline's rules; each holds once reported.
 template <class Row, class Key = no_key, class Caps = capabilities<Volatile>>
-class table final {
-  static constexpr bool keyed = contains_capability_v<Caps, Idempotent>;
+requires(part_rules::require<part_rules::memory_idempotent_without_key,
+                             detail::upsert_has_key<Key, Caps>>() &&
+         part_rules::require<part_rules::memory_guard_without_upsert,
+                             detail::guard_has_upsert<Caps>>()) class table final {
+  // Stand-ins once a check refused what the table was given, so that its message is the one
+  // error: the upsert a guard needs (MM2), and a key for it (MM1).
+  using checked_caps = typename detail::upsert_for_guard<Caps>::type;
+  static constexpr bool keyed = contains_capability_v<checked_caps, Idempotent>;
   static constexpr bool offset_guarded = contains_capability_v<Caps, OffsetGuarded>;
   static constexpr bool version_guarded = detail::version_member<Caps>::guarded;
   static constexpr bool scoped = contains_capability_v<Caps, PartitionScoped>;
   static constexpr bool transactional = contains_capability_v<Caps, Transactional>;
-  static_assert(!keyed || !std::is_same_v<Key, no_key>,
-                "memory::table: an Idempotent table needs a key, e.g. key<&Row::id>");
-  static_assert(!(offset_guarded || version_guarded) || keyed,
-                "memory::table: OffsetGuarded and VersionGuarded are conditions on a keyed upsert");
+  using upsert_key =
+      std::conditional_t<keyed && std::is_same_v<Key, no_key>, part_rules::refused_key, Key>;
 
  public:
   using row_type = Row;
-  using key_type = Key;
+  using key_type = upsert_key;
   /// What the table was given; Volatile unless it names a durability of its own.
-  using capabilities = with_default_durability_t<Caps, Volatile>;
+  using capabilities = with_default_durability_t<checked_caps, Volatile>;
   // A key that cannot be called with the row (a UUID generator) leaves a placeholder here, so
   // the table can still be named and judged: rule R8 reports the key, not this line.
   using key_value =
-      typename std::conditional_t<keyed && std::is_invocable_v<const Key&, const Row&>,
-                                  std::invoke_result<const Key&, const Row&>,
+      typename std::conditional_t<keyed && std::is_invocable_v<const upsert_key&, const Row&>,
+                                  std::invoke_result<const upsert_key&, const Row&>,
                                   std::type_identity<int>>::type;
 
   /// Applies one row of partition 0. Durable on return, or at commit() in a transaction.
@@ -107,7 +134,7 @@ class table final {
   /// Applies one row of partition `k`.
   write_outcome apply(partition_id k, offset source_offset, const Row& row) {
     if constexpr (keyed) {
-      auto key = Key{}(row);
+      auto key = upsert_key{}(row);
       auto it = keyed_.find(key);
       if (it != keyed_.end()) {
         const stored_row<Row>& now = it->second;

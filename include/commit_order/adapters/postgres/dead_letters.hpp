@@ -42,6 +42,7 @@
 #include "commit_order/detail/concat.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::postgres {
 
@@ -51,6 +52,18 @@ concept letter_format = requires(const Event& e) {
   { L::key(e) } -> std::same_as<std::optional<std::vector<std::byte>>>;
   { L::value(e) } -> std::same_as<std::optional<std::vector<std::byte>>>;
 };
+
+namespace detail {
+/// The Letter dead_letters stands on once PG8 refused the one it was given: it declares what a
+/// Letter has and defines none of it, so that the check's message is the one error. Only a
+/// program that already failed to compile names it.
+struct refused_letter final {
+  template <class Event>
+  static std::optional<std::vector<std::byte>> key(const Event& e);
+  template <class Event>
+  static std::optional<std::vector<std::byte>> value(const Event& e);
+};
+}  // namespace detail
 
 struct dead_letter_options final {
   /// The consumer whose letters these are (required: two consumers sharing a name would share
@@ -78,8 +91,12 @@ class letter_conflict final : public error {
 };
 
 template <class Event, class Letter, durability_mode Durability = synced>
-requires letter_format<Letter, Event>
 class dead_letters final {
+  static_assert(
+      part_rules::require<part_rules::postgres_letter_format, letter_format<Letter, Event>>());
+  using letter_type =
+      std::conditional_t<letter_format<Letter, Event>, Letter, detail::refused_letter>;
+
  public:
   using capabilities = commit_order::capabilities<typename Durability::durability>;
 
@@ -126,8 +143,8 @@ class dead_letters final {
     std::string part, at;
     detail::append_integer(part, k.value());
     detail::append_integer(at, o.value());
-    const std::optional<std::string> key = hex(Letter::key(e));
-    const std::optional<std::string> value = hex(Letter::value(e));
+    const std::optional<std::string> key = hex(letter_type::key(e));
+    const std::optional<std::string> value = hex(letter_type::value(e));
     const std::string why = text(reason);
     const char* values[] = {options_.stream.c_str(),
                             part.c_str(),

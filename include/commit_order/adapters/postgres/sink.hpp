@@ -113,6 +113,7 @@
 #include "commit_order/concepts.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::postgres {
 
@@ -182,12 +183,12 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   static constexpr bool scoped = Mode::guard == guard_kind::offset;
   static constexpr bool guarded = Mode::guard != guard_kind::none;
 
-  static_assert(detail::version_fits<Mode, typename D::event_type>(),
-                "commit_order::postgres: the version guard's member must be a member of the "
-                "table's event type");
-  static_assert(Mode::guard != guard_kind::version || !sql::version_column().empty(),
-                "commit_order::postgres: the version guard's member must be one of the table's "
-                "value columns (the upsert compares the stored version with the incoming one)");
+  static_assert(part_rules::require<part_rules::postgres_version_elsewhere,
+                                    detail::version_fits<Mode, typename D::event_type>()>());
+  static_assert(part_rules::require<part_rules::postgres_version_not_a_column,
+                                    (!detail::version_fits<Mode, typename D::event_type>() ||
+                                     Mode::guard != guard_kind::version ||
+                                     !sql::version_column().empty())>());
 
  public:
   using row_type = typename D::event_type;
@@ -195,6 +196,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   using mode = Mode;
   using capabilities =
       typename detail::mode_capabilities<Mode, typename Durability::durability>::type;
+  /// What this code gives: a derived sink that restates `capabilities` keeps it (rule S28).
+  using implemented_capabilities = capabilities;
 
   /// Connects to `conninfo` (a libpq connection string), checks that the server gives the
   /// durability mode (durability_mismatch otherwise), creates the tables unless told

@@ -36,6 +36,7 @@
 #include "commit_order/adapters/detail/table_description.hpp"
 #include "commit_order/adapters/postgres/text.hpp"
 #include "commit_order/key.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::postgres {
 
@@ -89,17 +90,20 @@ requires(!std::is_arithmetic_v<T> && !std::is_enum_v<T> &&
 };
 }  // namespace detail
 
-/// One column: its name and the event member it holds.
+namespace detail {
+template <auto Member>
+inline constexpr bool storable_member =
+    pg_type<typename member_pointer_traits<decltype(Member)>::value>::supported;
+}  // namespace detail
+
+/// One column: its name and the event member it holds. Its checks (PG1, PG5) are its
+/// constraint, so they run where the column is named; each holds once reported.
 template <fixed_string Name, auto Member>
-requires std::is_member_object_pointer_v<decltype(Member)>
-struct column final : adapters::detail::column_base<Name, Member> {
-  static_assert(is_identifier(Name.view()),
-                "commit_order::postgres: a column name must be a plain identifier "
-                "([A-Za-z_][A-Za-z0-9_]*, at most 63 characters)");
-  static_assert(detail::pg_type<typename column::value_type>::supported,
-                "commit_order::postgres: no PostgreSQL type for this member -- use bool, an "
-                "integer (an unsigned 64-bit one does not fit BIGINT), an enum, float, double "
-                "or a string");
+requires std::is_member_object_pointer_v<decltype(Member)> &&
+    (part_rules::require<part_rules::postgres_identifier, is_identifier(Name.view())>()) &&
+    (part_rules::require<part_rules::postgres_column_type,
+                         detail::storable_member<Member>>()) struct column final
+    : adapters::detail::column_base<Name, Member> {
 };
 
 template <class T>
@@ -110,10 +114,9 @@ struct is_column<column<Name, Member>> : std::true_type {};
 /// The columns of the uniqueness constraint the upsert conflicts on: the idempotency key.
 template <class... Columns>
 requires(is_column<Columns>::value&&...) struct key_columns final {
-  static_assert(sizeof...(Columns) > 0, "commit_order::postgres: a key needs at least one column");
   static constexpr std::size_t size = sizeof...(Columns);
   /// The event-derived key these columns make (rule R8 reads it).
-  using key_type = commit_order::key<Columns::member...>;
+  using key_type = typename adapters::detail::key_of_columns<Columns...>::type;
 };
 
 /// The columns an upsert overwrites.
@@ -129,7 +132,10 @@ struct all_columns;
 template <class... K, class... V>
 struct all_columns<key_columns<K...>, value_columns<V...>>
     : adapters::detail::column_set<adapters::detail::column_pack<K...>,
-                                   adapters::detail::column_pack<V...>> {};
+                                   adapters::detail::column_pack<V...>> {
+  static constexpr bool storable = (pg_type<typename K::value_type>::supported && ...) &&
+                                   (pg_type<typename V::value_type>::supported && ...);
+};
 using adapters::detail::names_distinct;
 }  // namespace detail
 
@@ -142,20 +148,26 @@ template <fixed_string Name, class Event, class Keys, class Values,
           fixed_string PartitionColumn = "source_partition">
 struct table_layout : adapters::detail::table_layout_base<Name, Event, Keys, Values, OffsetColumn,
                                                           PartitionColumn> {
-  static_assert(is_identifier(Name.view()),
-                "commit_order::postgres: a table name must be a plain identifier");
-  static_assert(is_identifier(OffsetColumn.view()),
-                "commit_order::postgres: the source-offset column name must be a plain identifier");
-  static_assert(is_identifier(PartitionColumn.view()),
-                "commit_order::postgres: the source-partition column name must be a plain "
-                "identifier");
-  static_assert(detail::all_columns<Keys, Values>::template members_of<Event>,
-                "commit_order::postgres: every column must hold a member of the table's event "
-                "type");
-  static_assert(detail::names_distinct(detail::all_columns<Keys, Values>::names,
-                                       OffsetColumn.view(), PartitionColumn.view()),
-                "commit_order::postgres: column names (and the source-offset and "
-                "source-partition columns) must differ");
+  static_assert(
+      part_rules::require<part_rules::postgres_identifier,
+                          (is_identifier(Name.view()) && is_identifier(OffsetColumn.view()) &&
+                           is_identifier(PartitionColumn.view()))>());
+  static_assert(part_rules::require<part_rules::postgres_empty_key, Keys::size != 0>());
+  static_assert(
+      part_rules::require<part_rules::postgres_column_elsewhere,
+                          detail::all_columns<Keys, Values>::template members_of<Event>>());
+  static_assert(
+      part_rules::require<part_rules::postgres_duplicate_column,
+                          detail::names_distinct(detail::all_columns<Keys, Values>::names,
+                                                 OffsetColumn.view(), PartitionColumn.view())>());
+
+  /// The columns the sinks read: none once a check above refused them (PG2, PG3, PG5), so that
+  /// the check's message is the one error and no statement is built from a refused column.
+  static constexpr bool columns_checked =
+      Keys::size != 0 && detail::all_columns<Keys, Values>::template members_of<Event> &&
+      detail::all_columns<Keys, Values>::storable;
+  using keys = std::conditional_t<columns_checked, Keys, key_columns<>>;
+  using values = std::conditional_t<columns_checked, Values, value_columns<>>;
 };
 
 template <class T>

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "commit_order/detail/concat.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::postgres::detail {
 
@@ -84,7 +85,7 @@ void append_value(std::string& out, const T& value, bool element) {
       out.append(std::string_view(value));
     }
   } else {
-    static_assert(always_false<T>, "commit_order::postgres: no PostgreSQL type for this value");
+    static_assert(part_rules::require<part_rules::postgres_column_type, always_false<T>>());
   }
 }
 

@@ -25,6 +25,7 @@
 #include "commit_order/adapters/sqlite/text.hpp"
 #include "commit_order/capabilities.hpp"
 #include "commit_order/errors.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::sqlite {
 
@@ -221,10 +222,7 @@ enum class synchronous { normal, full, extra };
 namespace detail {
 template <journal_mode J, synchronous S>
 struct durability_pragmas {
-  static_assert(offered(J, S),
-                "commit_order::sqlite: a rollback journal with synchronous=NORMAL is not "
-                "offered: a power cut at the wrong moment can corrupt the database -- use "
-                "wal_normal (Buffered) or delete_extra / wal_full (Synced)");
+  static_assert(part_rules::require<part_rules::sqlite_unsafe_journal, offered(J, S)>());
   static constexpr journal_mode journal = J;
   static constexpr synchronous sync = S;
   /// What survives: Synced only where a power cut keeps every acknowledged commit.
@@ -356,9 +354,9 @@ class statement final {
     } else if constexpr (std::is_same_v<T, bool>) {
       rc = sqlite3_bind_int64(stmt_.get(), index, value ? 1 : 0);
     } else if constexpr (std::is_integral_v<T>) {
-      static_assert(std::is_signed_v<T> || sizeof(T) < sizeof(sqlite3_int64),
-                    "commit_order::sqlite: SQLite integers are signed 64-bit; a uint64_t above "
-                    "INT64_MAX would not round-trip -- use std::int64_t");
+      static_assert(
+          part_rules::require<part_rules::sqlite_column_type,
+                              (std::is_signed_v<T> || sizeof(T) < sizeof(sqlite3_int64))>());
       rc = sqlite3_bind_int64(stmt_.get(), index, static_cast<sqlite3_int64>(value));
     } else if constexpr (std::is_floating_point_v<T>) {
       rc = sqlite3_bind_double(stmt_.get(), index, static_cast<double>(value));
@@ -367,9 +365,7 @@ class statement final {
       rc = sqlite3_bind_text64(stmt_.get(), index, text.data(), text.size(), SQLITE_STATIC,
                                SQLITE_UTF8);
     } else {
-      static_assert(detail::always_false<T>,
-                    "commit_order::sqlite: no SQLite storage class for this member type -- use "
-                    "an integer, enum, bool, floating point or string member");
+      static_assert(part_rules::require<part_rules::sqlite_column_type, detail::always_false<T>>());
     }
     if (rc != SQLITE_OK) [[unlikely]]
       fail_bind(rc, index);

@@ -58,6 +58,7 @@
 #include "commit_order/concepts.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::sqlite {
 
@@ -105,17 +106,13 @@ struct version_column {
 template <class D, auto Member>
 struct version_column<D, version_guarded_mode<Member>> {
   using found = column_of<Member, typename D::keys, typename D::values>;
-  static_assert(!found::in_key,
-                "commit_order::sqlite: the version of a version guard cannot be a key column -- "
-                "every version of a key would be another row");
-  static_assert(!found::name.empty(),
-                "commit_order::sqlite: the version a version guard compares must be one of the "
-                "table's value columns (add sqlite::column<\"version\", &Event::version> to "
-                "value_columns)");
+  static_assert(part_rules::require<part_rules::sqlite_version_in_key, !found::in_key>());
+  static_assert(part_rules::require<part_rules::sqlite_version_not_a_column,
+                                    (found::in_key || !found::name.empty())>());
   using value_type = typename member_pointer_traits<decltype(Member)>::value;
-  static_assert(std::is_arithmetic_v<value_type> && !std::is_same_v<value_type, bool>,
-                "commit_order::sqlite: a version is a number the producer raises per key (an "
-                "event sequence, a CDC log position)");
+  static_assert(part_rules::require<part_rules::sqlite_version_not_a_number,
+                                    (std::is_arithmetic_v<value_type> &&
+                                     !std::is_same_v<value_type, bool>)>());
   static constexpr std::string_view name = found::name;
 };
 
@@ -183,6 +180,8 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   using mode = Mode;
   using capabilities =
       typename detail::mode_capabilities<Mode, typename Durability::durability>::type;
+  /// What this code gives: a derived sink that restates `capabilities` keeps it (rule S28).
+  using implemented_capabilities = capabilities;
 
   /// Opens (creating if needed) the database `file` in the durability mode, and the tables
   /// unless told otherwise. Throws durability_mismatch when SQLite does not run that mode, and

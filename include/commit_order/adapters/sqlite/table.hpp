@@ -28,6 +28,7 @@
 #include "commit_order/adapters/detail/table_description.hpp"
 #include "commit_order/adapters/sqlite/text.hpp"
 #include "commit_order/key.hpp"
+#include "commit_order/part_checks.hpp"
 
 namespace commit_order::sqlite {
 
@@ -41,15 +42,31 @@ constexpr bool is_identifier(std::string_view name) noexcept {
 
 namespace detail {
 using adapters::detail::member_pointer_traits;
+
+/// Does SQLite store a T as it is (statement::bind takes it)? Integers as INTEGER, which is
+/// signed 64-bit: an unsigned 64-bit value above INT64_MAX would not come back.
+template <class T>
+inline constexpr bool storable = std::is_same_v<T, bool> || std::is_floating_point_v<T> ||
+                                 (std::is_integral_v<T> &&
+                                  (std::is_signed_v<T> || sizeof(T) < 8)) ||
+                                 std::is_convertible_v<const T&, std::string_view>;
+template <class T>
+requires std::is_enum_v<T>
+inline constexpr bool storable<T> = storable<std::underlying_type_t<T>>;
+
+template <auto Member>
+inline constexpr bool storable_member =
+    storable<typename member_pointer_traits<decltype(Member)>::value>;
 }  // namespace detail
 
-/// One column: its name and the event member it holds.
+/// One column: its name and the event member it holds. Its checks (SQ1, SQ5) are its
+/// constraint, so they run where the column is named; each holds once reported.
 template <fixed_string Name, auto Member>
-requires std::is_member_object_pointer_v<decltype(Member)>
-struct column final : adapters::detail::column_base<Name, Member> {
-  static_assert(is_identifier(Name.view()),
-                "commit_order::sqlite: a column name must be a plain identifier "
-                "([A-Za-z_][A-Za-z0-9_]*, at most 64 characters)");
+requires std::is_member_object_pointer_v<decltype(Member)> &&
+    (part_rules::require<part_rules::sqlite_identifier, is_identifier(Name.view())>()) &&
+    (part_rules::require<part_rules::sqlite_column_type,
+                         detail::storable_member<Member>>()) struct column final
+    : adapters::detail::column_base<Name, Member> {
 };
 
 template <class T>
@@ -64,10 +81,9 @@ concept column_type = is_column<T>::value;
 /// The columns of the uniqueness constraint the upsert conflicts on: the idempotency key.
 template <column_type... Columns>
 struct key_columns final {
-  static_assert(sizeof...(Columns) > 0, "commit_order::sqlite: a key needs at least one column");
   static constexpr std::size_t size = sizeof...(Columns);
   /// The event-derived key these columns make (rule R8 reads it).
-  using key_type = commit_order::key<Columns::member...>;
+  using key_type = typename adapters::detail::key_of_columns<Columns...>::type;
 };
 
 /// The columns an upsert overwrites.
@@ -83,7 +99,10 @@ struct all_columns;
 template <class... K, class... V>
 struct all_columns<key_columns<K...>, value_columns<V...>>
     : adapters::detail::column_set<adapters::detail::column_pack<K...>,
-                                   adapters::detail::column_pack<V...>> {};
+                                   adapters::detail::column_pack<V...>> {
+  static constexpr bool storable = (detail::storable<typename K::value_type> && ...) &&
+                                   (detail::storable<typename V::value_type> && ...);
+};
 using adapters::detail::names_distinct;
 }  // namespace detail
 
@@ -107,19 +126,26 @@ struct table_layout : adapters::detail::table_layout_base<Name, Event, Keys, Val
   /// turn it off by declaring `static constexpr bool partition_index = false;` in its type.
   static constexpr bool partition_index = true;
 
-  static_assert(is_identifier(Name.view()),
-                "commit_order::sqlite: a table name must be a plain identifier");
-  static_assert(is_identifier(OffsetColumn.view()),
-                "commit_order::sqlite: the source-offset column name must be a plain identifier");
-  static_assert(is_identifier(PartitionColumn.view()),
-                "commit_order::sqlite: the source-partition column name must be a plain "
-                "identifier");
-  static_assert(detail::all_columns<Keys, Values>::template members_of<Event>,
-                "commit_order::sqlite: every column must hold a member of the table's event type");
-  static_assert(detail::names_distinct(detail::all_columns<Keys, Values>::names,
-                                       OffsetColumn.view(), PartitionColumn.view()),
-                "commit_order::sqlite: column names (and the source-offset and source-partition "
-                "columns) must differ");
+  static_assert(
+      part_rules::require<part_rules::sqlite_identifier,
+                          (is_identifier(Name.view()) && is_identifier(OffsetColumn.view()) &&
+                           is_identifier(PartitionColumn.view()))>());
+  static_assert(part_rules::require<part_rules::sqlite_empty_key, Keys::size != 0>());
+  static_assert(
+      part_rules::require<part_rules::sqlite_column_elsewhere,
+                          detail::all_columns<Keys, Values>::template members_of<Event>>());
+  static_assert(
+      part_rules::require<part_rules::sqlite_duplicate_column,
+                          detail::names_distinct(detail::all_columns<Keys, Values>::names,
+                                                 OffsetColumn.view(), PartitionColumn.view())>());
+
+  /// The columns the sinks read: none once a check above refused them (SQ2, SQ3, SQ5), so that
+  /// the check's message is the one error and no statement is built from a refused column.
+  static constexpr bool columns_checked =
+      Keys::size != 0 && detail::all_columns<Keys, Values>::template members_of<Event> &&
+      detail::all_columns<Keys, Values>::storable;
+  using keys = std::conditional_t<columns_checked, Keys, key_columns<>>;
+  using values = std::conditional_t<columns_checked, Values, value_columns<>>;
 };
 
 template <class T>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// A Kafka source whose codec decodes another event type than the source's (here the event of a
+// KF2: a Kafka source whose codec decodes another event type than the source's (here the event of a
 // neighbouring topic): every message would be refused, or worse, reinterpreted. The twin gives
 // the source the codec of its own event.
 #include <commit_order/adapters/json.hpp>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
-// json::codec: two fields under one JSON name -- one member would be read from the other's key,
-// and encoding would write the key twice. The twin names each member's own key.
+// JS2: json::codec with two fields under one JSON name -- one member would be read from the other's
+// key, and encoding would write the key twice. The twin names each member's own key.
 #include <commit_order/adapters/json.hpp>
 
 #include <cstdint>

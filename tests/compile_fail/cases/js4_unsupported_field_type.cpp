@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
-// json::codec: a field of a type the codec has no exact reading for (a char: a JSON string or a
-// number?). The twin reads the code as an integer.
+// JS4: json::codec with a field of a type the codec has no exact reading for (a char: a JSON string
+// or a number?). The twin reads the code as an integer.
 #include <commit_order/adapters/json.hpp>
 
 #include <cstdint>

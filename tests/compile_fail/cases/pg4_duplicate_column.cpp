@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: BSL-1.0
+// PG4: a column named like the column every row carries its source offset in. The
+// twin names it for what it holds.
+#include <commit_order/adapters/postgres.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace co = commit_order;
+namespace pg = co::postgres;
+
+struct order_event {
+  std::int64_t order_id = 0;
+  std::int64_t total_cents = 0;
+};
+
+#ifdef COMMIT_ORDER_COMPILE_FAIL
+struct orders final
+    : pg::table_layout<"orders", order_event,
+                       pg::key_columns<pg::column<"order_id", &order_event::order_id>>,
+                       pg::value_columns<pg::column<"source_offset", &order_event::total_cents>>> {
+};
+#else
+struct orders final
+    : pg::table_layout<"orders", order_event,
+                       pg::key_columns<pg::column<"order_id", &order_event::order_id>>,
+                       pg::value_columns<pg::column<"total_cents", &order_event::total_cents>>> {};
+#endif
+
+using sink_t = pg::guarded_upsert_sink<orders>;
+
+void write(const std::string& conninfo, const order_event& e) {
+  sink_t sink(conninfo);
+  sink.begin();
+  sink.apply(co::offset{0}, e);
+  sink.commit();
+}
