@@ -167,7 +167,7 @@ struct handwritten_loop {
       // Two consumers of one table must not both write: claim the position row for an epoch
       // above its owner's (the pipeline's default when no owner epoch is configured).
       table().begin();
-      const co::claimed c = table().claim_next();
+      const co::claimed c = table().claim_next(co::partition_id{0});
       owner = c.owner;
       stored = c.stored;
       table().commit();

@@ -52,17 +52,17 @@ inline void handwritten_loop<Policy, Access>::unit(Records records) {
   if constexpr (std::is_same_v<Policy, co::AtMostOnce<>>) {
     st().commit(end);
     for (const auto& r : records)
-      t.apply(r.source_offset, r.event);
+      t.apply(commit_order::partition_id{0}, r.source_offset, r.event);
   } else if constexpr (std::is_same_v<Policy, co::AtLeastOnce<>>) {
     for (const auto& r : records)
-      t.apply(r.source_offset, r.event);
+      t.apply(commit_order::partition_id{0}, r.source_offset, r.event);
     st().commit(end);
   } else {
     t.begin();
     try {
       for (const auto& r : records)
-        t.apply(r.source_offset, r.event);
-      t.store_position(end, owner);
+        t.apply(commit_order::partition_id{0}, r.source_offset, r.event);
+      t.store_position(commit_order::partition_id{0}, end, owner);
       t.commit();
     } catch (...) {
       t.rollback();
@@ -75,7 +75,7 @@ template <class Policy>
 std::size_t raw_sink_case<Policy>::step() {
   const auto records = f.log.poll(batch);
   for (const auto& r : records)
-    f.table.apply(r.source_offset, r.event);
+    f.table.apply(commit_order::partition_id{0}, r.source_offset, r.event);
   return records.size();
 }
 

@@ -387,7 +387,7 @@ class lane {
       st.commit(co::position{pos});
     } else {
       table.begin();
-      table.store_position(co::position{pos});
+      table.store_position(co::partition_id{0}, co::position{pos});
       table.commit();
     }
   }

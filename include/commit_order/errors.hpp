@@ -72,6 +72,20 @@ class commit_interrupted {
   virtual ~commit_interrupted() = default;
 };
 
+/// Implemented, beside an infrastructure_error, by a sink's error that means: a commit was sent
+/// and whether it took effect is unknown (its answer was lost), or it took effect without the
+/// durability the sink declares. Doing the unit again in place could apply it twice, so the
+/// pipeline never tries it again (retry_world passes it on): it stops, and recovery, which reads
+/// the position from where it is kept, resolves it (redone if it did not commit, read on from
+/// if it did).
+class outcome_unknown {
+ public:
+  outcome_unknown() = default;
+  outcome_unknown(const outcome_unknown&) = default;
+  outcome_unknown& operator=(const outcome_unknown&) = default;
+  virtual ~outcome_unknown() = default;
+};
+
 /// The sink's rollback failed after a unit of work failed. The sink's state is unknown until it
 /// is reopened; the failure that caused the rollback is nested (std::rethrow_if_nested).
 class rollback_failed : public infrastructure_error {

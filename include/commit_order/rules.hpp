@@ -690,7 +690,9 @@ struct out_of_order_needs_offset_guard final {
 
 /// R16 — a retried write that had landed before it failed is applied twice, whether the record
 /// (`retry<N>`) or the world (`retry_world<N>`) failed it. A write inside a sink transaction is
-/// retried by re-running the rolled-back unit, which is always safe.
+/// retried by re-running the rolled-back unit, which is safe because it was rolled back: a
+/// commit whose outcome is unknown (outcome_unknown) is never retried, the pipeline stops and
+/// recovery reads where the unit ended.
 struct retry_needs_idempotent_sink final {
   static constexpr std::string_view id = "R16";
   static constexpr std::string_view message =

@@ -36,7 +36,7 @@ struct transient_sink {
       ++failures;
       throw std::runtime_error("transient failure at " + std::to_string(o.value()));
     }
-    return table.apply(o, e);
+    return table.apply(co::partition_id{0}, o, e);
   }
 };
 

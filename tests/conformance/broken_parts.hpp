@@ -35,7 +35,7 @@ struct appending_idempotent_sink {
   using row_type = kit_event;
   using key_type = kit_key;
   using capabilities = co::capabilities<co::Idempotent, co::Volatile>;
-  void apply(co::offset o, const kit_event& e) { table.apply(o, e); }
+  void apply(co::offset o, const kit_event& e) { table.apply(co::partition_id{0}, o, e); }
   rows_t rows() const { return rows_of(table); }
   co::memory::table<kit_event, co::no_key, co::capabilities<>> table;
 };
@@ -45,7 +45,9 @@ struct unguarded_sink {
   using row_type = kit_event;
   using key_type = kit_key;
   using capabilities = co::capabilities<co::Idempotent, co::OffsetGuarded, co::Volatile>;
-  co::write_outcome apply(co::offset o, const kit_event& e) { return table.apply(o, e); }
+  co::write_outcome apply(co::offset o, const kit_event& e) {
+    return table.apply(co::partition_id{0}, o, e);
+  }
   rows_t rows() const { return rows_of(table); }
   co::memory::table<kit_event, kit_key, co::capabilities<co::Idempotent>> table;
 };
@@ -56,7 +58,7 @@ struct silent_unguarded_sink {
   using row_type = kit_event;
   using key_type = kit_key;
   using capabilities = co::capabilities<co::Idempotent, co::OffsetGuarded, co::Volatile>;
-  void apply(co::offset o, const kit_event& e) { table.apply(o, e); }
+  void apply(co::offset o, const kit_event& e) { table.apply(co::partition_id{0}, o, e); }
   rows_t rows() const { return rows_of(table); }
   co::memory::table<kit_event, kit_key, co::capabilities<co::Idempotent>> table;
 };
@@ -68,7 +70,9 @@ struct secretly_guarded_sink {
   using row_type = kit_event;
   using key_type = kit_key;
   using capabilities = co::capabilities<co::Idempotent, co::Volatile>;
-  co::write_outcome apply(co::offset o, const kit_event& e) { return table.apply(o, e); }
+  co::write_outcome apply(co::offset o, const kit_event& e) {
+    return table.apply(co::partition_id{0}, o, e);
+  }
   rows_t rows() const { return rows_of(table); }
   co::memory::table<kit_event, kit_key, co::capabilities<co::Idempotent, co::OffsetGuarded>> table;
 };
@@ -80,7 +84,9 @@ struct leaky_rollback_sink {
   using key_type = kit_key;
   using capabilities =
       co::capabilities<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Volatile>;
-  co::write_outcome apply(co::offset o, const kit_event& e) { return table.apply(o, e); }
+  co::write_outcome apply(co::offset o, const kit_event& e) {
+    return table.apply(co::partition_id{0}, o, e);
+  }
   void begin() { staged.reset(); }
   void store_position(co::position p) { staged = p; }
   void commit() {
@@ -264,7 +270,9 @@ struct honest_sink {
   using row_type = kit_event;
   using key_type = kit_key;
   using capabilities = co::capabilities<co::Idempotent, co::OffsetGuarded, D>;
-  co::write_outcome apply(co::offset o, const kit_event& e) { return table.apply(o, e); }
+  co::write_outcome apply(co::offset o, const kit_event& e) {
+    return table.apply(co::partition_id{0}, o, e);
+  }
   rows_t rows() const { return rows_of(table); }
   co::memory::table<kit_event, kit_key, co::capabilities<co::Idempotent, co::OffsetGuarded>> table;
 };

@@ -154,12 +154,13 @@ TEST_CASE("a position in the SQLite sink's transaction is checked against the lo
 
 TEST_CASE("a file log's position in a SQLite position store is checked against its record") {
   // AtLeastOnce with the position in a store of the sink's database: the store keeps the
-  // fingerprint beside the position (fingerprint_store), as the file position store does.
+  // fingerprint beside partition 0's position (fingerprinting_position_store), as the file
+  // position store keeps it beside its one position.
   using orders_t = co::sqlite::guarded_upsert_sink<crash_lab::orders_flat>;
   using store_t = co::sqlite::position_store<>;
   using log_t = crash_lab::order_log;
   using al_pipeline_t = co::pipeline<log_t, orders_t, co::AtLeastOnce<>, co::with_store<store_t>>;
-  static_assert(co::fingerprint_store<store_t>);
+  static_assert(co::fingerprinting_position_store<store_t>);
   scratch_dir dir;
   const auto write_orders = [&](std::int64_t n, std::int64_t salt) {
     std::filesystem::remove_all(dir / "log");
@@ -175,7 +176,8 @@ TEST_CASE("a file log's position in a SQLite position store is checked against i
     al_pipeline_t p(log, sink, store, co::settings{.batch_size = 4});
     CHECK(p.run() == 10);
   }
-  REQUIRE(store.load_fingerprint().has_value());
+  REQUIRE(store.load() == co::position{10});
+  REQUIRE(store.loaded_fingerprint().has_value());
   SUBCASE("the same records: only the new ones are read") {
     write_orders(12, 0);
     log_t log(dir / "log", crash_lab::lab_log_options());

@@ -280,7 +280,7 @@ counts handwritten_transactional(std::size_t batch) {
   // The pipeline claims partition 0 when it recovers (fencing is on by default) and then
   // stores its positions as epoch 1: so does the twin, so both write the same position row.
   tables.begin();
-  REQUIRE(tables.claim_next().owner == co::epoch{1});
+  REQUIRE(tables.claim_next(co::partition_id{0}).owner == co::epoch{1});
   tables.commit();
   const auto records = log.records();
   return measure_handwritten(batch, [&](std::size_t first, std::size_t end) {

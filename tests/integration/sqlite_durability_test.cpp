@@ -130,7 +130,7 @@ void check_runs_as_declared(const scratch_dir& dir, std::string_view file) {
   CHECK(got.synchronous == sq::pragma_number(Mode::sync));
   // The store opens the same file in the same mode and reads the same back.
   sq::position_store<Mode> store(dir / std::string(file));
-  store.commit(co::position{1});
+  store.commit(co::partition_id{0}, co::position{1});
   CHECK(store.load() == co::position{1});
 }
 
@@ -149,7 +149,7 @@ TEST_CASE("a default sink and store run WAL with synchronous=FULL") {
   CHECK(sync.column_int64(0) == 2);  // FULL
 
   sq::position_store<> store(dir / "position.sqlite");
-  store.commit(co::position{3});
+  store.commit(co::partition_id{0}, co::position{3});
   // What the store's file is in, seen from another connection: WAL is kept in the file.
   sq::guarded_upsert_sink<orders_flat> other(dir / "position.sqlite");
   CHECK(other.database().durability().journal == "wal");
@@ -209,8 +209,8 @@ TEST_CASE("Synced rests on a sync SQLite makes at every commit, which Buffered m
   const auto write = [&](auto& sink) {
     for (int i = 0; i < commits; ++i) {
       sink.begin();
-      sink.apply(co::offset{i}, order_event{i, 1, 1, 1});
-      sink.store_position(co::position{i + 1});
+      sink.apply(co::partition_id{0}, co::offset{i}, order_event{i, 1, 1, 1});
+      sink.store_position(co::partition_id{0}, co::position{i + 1});
       sink.commit();
     }
   };

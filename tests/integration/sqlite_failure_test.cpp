@@ -157,7 +157,7 @@ TEST_CASE("a CHECK violation is the record's failure: dead-lettered, the rest wr
 
   SUBCASE("the error the sink throws") {
     try {
-      sink.apply(co::offset{0}, payment{1, -1, "refused"});
+      sink.apply(co::partition_id{0}, co::offset{0}, payment{1, -1, "refused"});
       FAIL("a negative amount was written");
     } catch (const co::infrastructure_error&) {
       FAIL("a CHECK violation was typed as the world's failure");
@@ -167,7 +167,8 @@ TEST_CASE("a CHECK violation is the record's failure: dead-lettered, the rest wr
       CHECK(std::string(e.what()).find("CHECK constraint failed") != std::string::npos);
     }
     // The statement is usable for the next row.
-    CHECK(sink.apply(co::offset{1}, payment{1, 1, "fine"}) == co::write_outcome::applied);
+    CHECK(sink.apply(co::partition_id{0}, co::offset{1}, payment{1, 1, "fine"}) ==
+          co::write_outcome::applied);
   }
   SUBCASE("TransactionalPosition with dead_letter<1>") {
     co::pipeline<payment_log, payment_sink, co::TransactionalPosition<>,
@@ -203,14 +204,16 @@ TEST_CASE("a string over SQLite's length limit is the record's failure (SQLITE_T
   scratch_dir dir;
   payment_sink sink(dir / "db.sqlite");
   sqlite3_limit(sink.database().get(), SQLITE_LIMIT_LENGTH, 64);
-  CHECK_THROWS_AS(sink.apply(co::offset{0}, payment{1, 1, std::string(100, 'x')}),
-                  sq::record_error);
+  CHECK_THROWS_AS(
+      sink.apply(co::partition_id{0}, co::offset{0}, payment{1, 1, std::string(100, 'x')}),
+      sq::record_error);
   try {
-    sink.apply(co::offset{0}, payment{1, 1, std::string(100, 'x')});
+    sink.apply(co::partition_id{0}, co::offset{0}, payment{1, 1, std::string(100, 'x')});
   } catch (const sq::record_error& e) {
     CHECK(e.primary_code() == SQLITE_TOOBIG);
   }
-  CHECK(sink.apply(co::offset{1}, payment{1, 1, "short"}) == co::write_outcome::applied);
+  CHECK(sink.apply(co::partition_id{0}, co::offset{1}, payment{1, 1, "short"}) ==
+        co::write_outcome::applied);
 }
 
 TEST_CASE("text is bound without a copy, and every row binds it again") {
@@ -220,7 +223,7 @@ TEST_CASE("text is bound without a copy, and every row binds it again") {
   payment_sink sink(dir / "db.sqlite");
   for (std::int64_t i = 0; i < 20; ++i) {
     auto p = std::make_unique<payment>(payment{i, i, std::string(40 + i, 'a' + i % 26)});
-    sink.apply(co::offset{i}, *p);
+    sink.apply(co::partition_id{0}, co::offset{i}, *p);
   }  // each payment, and its note, is freed before the next row
   const auto rows = payments_in(sink.database());
   REQUIRE(rows.size() == 20);
@@ -324,7 +327,7 @@ struct interrupted_sink : sq::guarded_upsert_sink<orders_flat> {
       at = -1;
       irq->arm();
     }
-    return sq::guarded_upsert_sink<orders_flat>::apply(o, e);
+    return sq::guarded_upsert_sink<orders_flat>::apply(co::partition_id{0}, o, e);
   }
 };
 }  // namespace
@@ -400,8 +403,8 @@ TEST_CASE("a ROLLBACK that fails with the transaction still open: typed, and the
   {
     sink_t sink(dir / "db.sqlite");
     sink.begin();
-    sink.apply(co::offset{0}, order_event{0, 1, 0, 1});
-    sink.store_position(co::position{1});
+    sink.apply(co::partition_id{0}, co::offset{0}, order_event{0, 1, 0, 1});
+    sink.store_position(co::partition_id{0}, co::position{1});
     sqlite3_set_authorizer(sink.database().get(), &deny_rollback, nullptr);
     try {
       sink.rollback();
@@ -413,9 +416,11 @@ TEST_CASE("a ROLLBACK that fails with the transaction still open: typed, and the
     CHECK(sink.database().in_transaction());
     CHECK_FALSE(sink.usable());
     // Anything written now would land in a transaction that never commits: refused.
-    CHECK_THROWS_AS(sink.apply(co::offset{1}, order_event{1, 1, 1, 1}), co::infrastructure_error);
+    CHECK_THROWS_AS(sink.apply(co::partition_id{0}, co::offset{1}, order_event{1, 1, 1, 1}),
+                    co::infrastructure_error);
     CHECK_THROWS_AS(sink.begin(), co::infrastructure_error);
-    CHECK_THROWS_AS(sink.store_position(co::position{2}), co::infrastructure_error);
+    CHECK_THROWS_AS(sink.store_position(co::partition_id{0}, co::position{2}),
+                    co::infrastructure_error);
     // Another connection never sees the transaction's row nor its position.
     sink_t other(dir / "db.sqlite");
     CHECK(count_rows(other.database(), "orders_flat") == 0);

@@ -39,15 +39,15 @@ static_assert(co::has_capability_v<guarded_t, co::PartitionScoped> &&
               co::has_capability_v<guarded_t, co::OffsetGuarded>);
 static_assert(co::partitioned_sink<guarded_t> && co::partitioned_fencing_sink<guarded_t> &&
               co::stream_registry<guarded_t> && co::partitioned_watermarked_sink<guarded_t>);
-// The single-partition forms stay (partition 0).
-static_assert(co::fencing_sink<guarded_t> && co::watermarked_sink<guarded_t>);
+// One form, per partition: a single-partition pipeline reaches partition 0 through it.
+static_assert(!co::fencing_sink<guarded_t> && !co::transactional_sink<guarded_t>);
 static_assert(co::version_guarded_v<versioned_t> &&
               !co::has_capability_v<versioned_t, co::OffsetGuarded> &&
               !co::has_capability_v<versioned_t, co::PartitionScoped> &&
               co::has_capability_v<versioned_t, co::Idempotent>);
 static_assert(co::partitioned_fencing_sink<versioned_t> && co::partitioned_sink<versioned_t>);
 static_assert(co::partitioned_position_store<sq::position_store<>> &&
-              co::position_store<sq::position_store<>>);
+              !co::position_store<sq::position_store<>>);
 static_assert(std::is_base_of_v<co::infrastructure_error, co::key_moved_partition>);
 // A partitioned source into either guard is legal (R17 wants one of them), with its positions
 // in the sink (R19).
@@ -401,8 +401,8 @@ TEST_CASE("positions per partition: claim raises or fences, store changes one ro
   // The single-partition calls are partition 0's.
   CHECK(a.load_position() == co::position{10});
   a.begin();
-  CHECK(a.claim(co::epoch{6}) == co::position{10});
-  a.store_position(co::position{12});
+  CHECK(a.claim(co::partition_id{0}, co::epoch{6}) == co::position{10});
+  a.store_position(co::partition_id{0}, co::position{12});
   a.commit();
   CHECK(a.load_position(part(0)) == co::position{12});
   CHECK(a.owner_epoch() == co::epoch{6});
@@ -705,7 +705,8 @@ TEST_CASE("the migration keeps every position, epoch and row, and runs once") {
 
   // The stream goes on where it was: a replay is absorbed, the next record applies, and a
   // pipeline resumes at the stored position with a claim above the old epoch.
-  CHECK(sink.apply(co::offset{5}, order(2, 300, 1)) == co::write_outcome::absorbed);
+  CHECK(sink.apply(co::partition_id{0}, co::offset{5}, order(2, 300, 1)) ==
+        co::write_outcome::absorbed);
   co::memory::log<order_event, co::Synced> log;
   for (std::int64_t i = 0; i < 8; ++i)
     log.append(order(i % 3, i, i + 1));

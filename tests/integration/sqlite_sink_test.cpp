@@ -39,7 +39,8 @@ static_assert(std::is_same_v<co::durability_t<sq::guarded_upsert_sink<orders_fla
                              co::Buffered>);
 static_assert(std::is_same_v<co::sink_key_t<guarded_t>, co::key<&order_event::order_id>>);
 static_assert(std::is_same_v<co::sink_key_t<append_t>, co::no_key>);
-static_assert(co::fencing_sink<guarded_t> && co::watermarked_sink<guarded_t>);
+static_assert(co::partitioned_fencing_sink<guarded_t> &&
+              co::partitioned_watermarked_sink<guarded_t>);
 static_assert(std::is_same_v<co::durability_t<sq::position_store<>>, co::Synced>);
 
 namespace {
@@ -77,12 +78,17 @@ TEST_CASE("the guarded upsert absorbs a replayed or older record and keeps the n
   scratch_dir dir;
   guarded_t sink(dir / "db.sqlite");
   CHECK(sink.applied_watermark() == std::nullopt);
-  CHECK(sink.apply(co::offset{5}, order(1, 500, 2)) == co::write_outcome::applied);
-  CHECK(sink.apply(co::offset{3}, order(1, 300, 1)) == co::write_outcome::absorbed);
-  CHECK(sink.apply(co::offset{5}, order(1, 500, 2)) == co::write_outcome::absorbed);
+  CHECK(sink.apply(co::partition_id{0}, co::offset{5}, order(1, 500, 2)) ==
+        co::write_outcome::applied);
+  CHECK(sink.apply(co::partition_id{0}, co::offset{3}, order(1, 300, 1)) ==
+        co::write_outcome::absorbed);
+  CHECK(sink.apply(co::partition_id{0}, co::offset{5}, order(1, 500, 2)) ==
+        co::write_outcome::absorbed);
   CHECK(rows_of(sink.database()) == std::vector<row>{{order(1, 500, 2), 5}});
-  CHECK(sink.apply(co::offset{9}, order(1, 900, 3)) == co::write_outcome::applied);
-  CHECK(sink.apply(co::offset{4}, order(2, 40, 1)) == co::write_outcome::applied);
+  CHECK(sink.apply(co::partition_id{0}, co::offset{9}, order(1, 900, 3)) ==
+        co::write_outcome::applied);
+  CHECK(sink.apply(co::partition_id{0}, co::offset{4}, order(2, 40, 1)) ==
+        co::write_outcome::applied);
   CHECK(rows_of(sink.database()) == std::vector<row>{{order(1, 900, 3), 9}, {order(2, 40, 1), 4}});
   CHECK(sink.applied_watermark() == co::offset{9});
   // One statement, prepared once, served every write.
@@ -92,16 +98,18 @@ TEST_CASE("the guarded upsert absorbs a replayed or older record and keeps the n
 TEST_CASE("without the guard a replayed older record overwrites newer data (why R5 exists)") {
   scratch_dir dir;
   upsert_t sink(dir / "db.sqlite");
-  CHECK(sink.apply(co::offset{5}, order(1, 500, 2)) == co::write_outcome::applied);
-  CHECK(sink.apply(co::offset{3}, order(1, 300, 1)) == co::write_outcome::applied);
+  CHECK(sink.apply(co::partition_id{0}, co::offset{5}, order(1, 500, 2)) ==
+        co::write_outcome::applied);
+  CHECK(sink.apply(co::partition_id{0}, co::offset{3}, order(1, 300, 1)) ==
+        co::write_outcome::applied);
   CHECK(rows_of(sink.database()) == std::vector<row>{{order(1, 300, 1), 3}});
 }
 
 TEST_CASE("the append sink stores a replay as a second row (why R3 exists)") {
   scratch_dir dir;
   append_t sink(dir / "db.sqlite");
-  sink.apply(co::offset{5}, order(1, 500, 2));
-  sink.apply(co::offset{5}, order(1, 500, 2));
+  sink.apply(co::partition_id{0}, co::offset{5}, order(1, 500, 2));
+  sink.apply(co::partition_id{0}, co::offset{5}, order(1, 500, 2));
   CHECK(rows_of(sink.database()).size() == 2);
 }
 
@@ -109,15 +117,15 @@ TEST_CASE("rollback leaves the table and the position as they were") {
   scratch_dir dir;
   guarded_t sink(dir / "db.sqlite");
   sink.begin();
-  sink.apply(co::offset{0}, order(1, 100, 1));
-  sink.store_position(co::position{1});
+  sink.apply(co::partition_id{0}, co::offset{0}, order(1, 100, 1));
+  sink.store_position(co::partition_id{0}, co::position{1});
   sink.commit();
   const auto before = rows_of(sink.database());
 
   sink.begin();
-  sink.apply(co::offset{1}, order(1, 150, 2));
-  sink.apply(co::offset{2}, order(2, 200, 1));
-  sink.store_position(co::position{3});
+  sink.apply(co::partition_id{0}, co::offset{1}, order(1, 150, 2));
+  sink.apply(co::partition_id{0}, co::offset{2}, order(2, 200, 1));
+  sink.store_position(co::partition_id{0}, co::position{3});
   sink.rollback();
 
   CHECK(rows_of(sink.database()) == before);
@@ -138,7 +146,7 @@ TEST_CASE("a write failing mid-batch under TransactionalPosition rolls the batch
     co::write_outcome apply(co::offset o, const order_event& e) {
       if (o.value() == fail_at)
         throw std::runtime_error("write failed");
-      return guarded_t::apply(o, e);
+      return guarded_t::apply(co::partition_id{0}, o, e);
     }
   };
   co::memory::log<order_event, co::Synced> log;
@@ -219,12 +227,13 @@ TEST_CASE("store_position with an explicit epoch only succeeds for the current o
   scratch_dir dir;
   guarded_t a(dir / "db.sqlite");
   a.begin();
-  a.claim(co::epoch{3});
-  a.store_position(co::position{7}, co::epoch{3});
-  CHECK_THROWS_AS(a.store_position(co::position{8}, co::epoch{2}), co::fenced);
+  a.claim(co::partition_id{0}, co::epoch{3});
+  a.store_position(co::partition_id{0}, co::position{7}, co::epoch{3});
+  CHECK_THROWS_AS(a.store_position(co::partition_id{0}, co::position{8}, co::epoch{2}), co::fenced);
   a.commit();
   CHECK(a.load_position() == co::position{7});
-  CHECK_THROWS_AS(a.store_position(co::position{9}), std::logic_error);  // outside a transaction
+  CHECK_THROWS_AS(a.store_position(co::partition_id{0}, co::position{9}),
+                  std::logic_error);  // outside a transaction
   CHECK(a.claimed_epoch() == co::epoch{3});
 }
 
@@ -232,16 +241,16 @@ TEST_CASE("a claim rolled back is no claim") {
   scratch_dir dir;
   guarded_t a(dir / "db.sqlite");
   a.begin();
-  a.claim(co::epoch{1});
+  a.claim(co::partition_id{0}, co::epoch{1});
   a.commit();
   a.begin();
-  a.claim(co::epoch{5});
+  a.claim(co::partition_id{0}, co::epoch{5});
   a.rollback();
   CHECK(a.claimed_epoch() == co::epoch{1});
   CHECK(a.owner_epoch() == co::epoch{1});
   // Its positions are still written as the owner the row names.
   a.begin();
-  a.store_position(co::position{3});
+  a.store_position(co::partition_id{0}, co::position{3});
   a.commit();
   CHECK(a.load_position() == co::position{3});
 }
@@ -356,7 +365,8 @@ TEST_CASE("two AtLeastOnce consumers with default store options never share a po
     copy_t sink(dir / "db.sqlite");
     store_t store(sink);
     CHECK_THROWS_AS((void)store.load(), co::position_bound_elsewhere);
-    CHECK_THROWS_AS(store.commit(co::position{3}), co::position_bound_elsewhere);
+    CHECK_THROWS_AS(store.commit(co::partition_id{0}, co::position{3}),
+                    co::position_bound_elsewhere);
   }
   // Neither changed the first consumer's position; with a stream of its own the second reads
   // all ten.
@@ -471,7 +481,7 @@ struct counting_sink {
   std::size_t writes = 0;
   co::write_outcome apply(co::offset o, const order_event& r) {
     ++writes;
-    return inner->apply(o, r);
+    return inner->apply(co::partition_id{0}, o, r);
   }
 };
 }  // namespace
@@ -588,8 +598,8 @@ TEST_CASE("a position bound to its table alone is its consumer's once the source
   {
     guarded_t sink(dir / "db.sqlite");
     sink.begin();
-    const co::claimed c = sink.claim_next();
-    sink.store_position(co::position{6}, c.owner);
+    const co::claimed c = sink.claim_next(co::partition_id{0});
+    sink.store_position(co::partition_id{0}, co::position{6}, c.owner);
     sink.commit();
     auto q = sink.database().prepare("SELECT bound_to FROM commit_order_positions");
     REQUIRE(q.step());
@@ -657,12 +667,13 @@ TEST_CASE("a position table written before positions were bound gains the bindin
                        doctest::Contains("ADD COLUMN bound_to TEXT"), co::error);
   guarded_t sink(dir / "db.sqlite");
   sink.begin();
-  CHECK(sink.claim(co::epoch{2}) == co::position{3});  // the old row: bound by its claim
+  CHECK(sink.claim(co::partition_id{0}, co::epoch{2}) ==
+        co::position{3});  // the old row: bound by its claim
   sink.commit();
   using copy_t = sq::guarded_upsert_sink<orders_copy>;
   copy_t other(dir / "db.sqlite");
   other.begin();
-  CHECK_THROWS_AS(other.claim(co::epoch{3}), co::position_bound_elsewhere);
+  CHECK_THROWS_AS(other.claim(co::partition_id{0}, co::epoch{3}), co::position_bound_elsewhere);
   other.rollback();
   CHECK(sink.owner_epoch() == co::epoch{2});
 }
@@ -740,8 +751,8 @@ TEST_CASE("the SQLite position store commits durably and respects an owner's cla
   {
     sq::position_store<> store(dir / "db.sqlite", sq::store_options{.stream = "orders"});
     CHECK(store.load() == std::nullopt);
-    store.commit(co::position{41});
-    store.commit(co::position{42});
+    store.commit(co::partition_id{0}, co::position{41});
+    store.commit(co::partition_id{0}, co::position{42});
   }
   sq::position_store<> store(dir / "db.sqlite", sq::store_options{.stream = "orders"});
   CHECK(store.load() == co::position{42});
@@ -750,9 +761,9 @@ TEST_CASE("the SQLite position store commits durably and respects an owner's cla
 
   guarded_t owner(dir / "db.sqlite", sq::sink_options{.stream = "orders"});
   owner.begin();
-  CHECK(owner.claim(co::epoch{1}) == co::position{42});
+  CHECK(owner.claim(co::partition_id{0}, co::epoch{1}) == co::position{42});
   owner.commit();
-  CHECK_THROWS_AS(store.commit(co::position{43}), co::fenced);
+  CHECK_THROWS_AS(store.commit(co::partition_id{0}, co::position{43}), co::fenced);
   CHECK(store.load() == co::position{42});
 }
 
@@ -785,12 +796,12 @@ TEST_CASE("a position store on the sink's connection refuses to commit inside it
   guarded_t sink(dir / "db.sqlite");
   sq::position_store<> store(sink);
   sink.begin();
-  sink.apply(co::offset{0}, order(1, 1, 1));
+  sink.apply(co::partition_id{0}, co::offset{0}, order(1, 1, 1));
   // It would commit with the rows, when they commit, not on its own and now.
-  CHECK_THROWS_AS(store.commit(co::position{1}), std::logic_error);
+  CHECK_THROWS_AS(store.commit(co::partition_id{0}, co::position{1}), std::logic_error);
   sink.rollback();
   CHECK(store.load() == std::nullopt);
-  store.commit(co::position{1});
+  store.commit(co::partition_id{0}, co::position{1});
   CHECK(store.load() == co::position{1});
   // A store with its own connection has no such transaction to join.
   sq::position_store<> own(dir / "db.sqlite");
@@ -804,8 +815,8 @@ TEST_CASE("a rollback journal (DELETE + EXTRA) works the same way") {
   CHECK(sink.database().durability().journal == "delete");
   CHECK(sink.database().durability().synchronous == 3);
   sink.begin();
-  sink.apply(co::offset{0}, order(1, 1, 1));
-  sink.store_position(co::position{1});
+  sink.apply(co::partition_id{0}, co::offset{0}, order(1, 1, 1));
+  sink.store_position(co::partition_id{0}, co::position{1});
   sink.commit();
   delete_t reader(dir / "db.sqlite");
   CHECK(reader.load_position() == co::position{1});

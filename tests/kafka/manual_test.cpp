@@ -985,3 +985,33 @@ TEST_CASE(
           return table.load_position(p0) == at(p0) && table.load_position(p1) == at(p1);
         }) == 20);
 }
+
+TEST_CASE("lag reports of a partition_source go to the partition it reads, never to partition 0") {
+  // The sink keeps a single-partition pipeline's position as partition 0; Kafka must hear of
+  // it as the topic's partition 1, or lag tools (and anything reading the group's offsets)
+  // would see partition 0 committed where nothing of it was read.
+  kf::mock_cluster mc;
+  mc.create_topic("orders", 2);
+  produced sent;
+  produce_orders(mc, "orders", 2, 200, 30, sent);
+  using source_t = kf::partition_source<order, co::TransactionalPosition<>>;
+  using reported_t = kf::lag_reports<order_table<>>;
+  order_table<> table;
+  source_t src(options_for(mc, "orders", "reporting-one"), p1);
+  reported_t reported(table, src);
+  co::pipeline<source_t, reported_t, co::TransactionalPosition<>> p(src, reported,
+                                                                    co::settings{.batch_size = 40});
+  const co::position end{static_cast<std::int64_t>(sent.by_partition[p1].size())};
+  pump(p, [&] { return table.load_position(co::partition_id{0}) == end; });
+  using assigned_t = kf::assigned_source<order, co::AtLeastOnce<>>;
+  assigned_t reader(options_for(mc, "orders", "reporting-one"), {p0, p1});
+  kf::offset_store kafka(reader);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (kafka.load(p1) != end && std::chrono::steady_clock::now() < deadline) {
+    (void)src.poll(1);  // serves librdkafka's commit results
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(kafka.load(p1) == end);
+  CHECK_FALSE(kafka.load(p0).has_value());
+  CHECK(src.background_commit_failures() == 0);
+}

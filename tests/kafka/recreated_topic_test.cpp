@@ -345,3 +345,31 @@ TEST_CASE("behind kafka::lag_reports: the fingerprint is kept and a recreated to
   CHECK(applied == 0);
   CHECK(rows_in(sink) == 40);
 }
+
+TEST_CASE("two single-partition pipelines over one topic's partitions keep apart positions") {
+  // A partition_source for each of the topic's partitions, each its own pipeline into one
+  // table: each reads its partition from its own position. Stored under one slot, the second
+  // would start at the first's position in a partition it never read.
+  using single_t = kf::partition_source<order_event, policy_t>;
+  test_support::scratch_dir dir;
+  kf::mock_cluster mc;
+  mc.create_topic("orders", 2);
+  produce(mc, 20, 0);
+  {
+    sink_t sink(dir / "orders.sqlite");
+    single_t src(options_for(mc), p0);
+    co::pipeline<single_t, sink_t, policy_t> p(src, sink, co::settings{.batch_size = 8});
+    CHECK(pump(p, [&] { return rows_in(sink) == 20; }) == 20);
+  }
+  sink_t sink(dir / "orders.sqlite");
+  single_t src(options_for(mc), p1);
+  co::pipeline<single_t, sink_t, policy_t> p(src, sink, co::settings{.batch_size = 8});
+  std::size_t applied = 0;
+  try {
+    applied = pump(p, [&] { return rows_in(sink) == 40; });
+  } catch (const std::exception& e) {
+    FAIL("partition 1's pipeline stopped: " << e.what());
+  }
+  CHECK(applied == 20);
+  CHECK(rows_in(sink) == 40);
+}

@@ -118,7 +118,8 @@ TEST_CASE("a row newer than the stored position is an invariant violation at rec
   const std::string schema = fresh_schema(conninfo(), "t_pipeline_invariant");
   order_log log = random_orders(100, 10, 2);
   guarded<> sink(conninfo(), in_schema(schema));
-  sink.apply(co::offset{50}, order_event{1, 1, 1, 1});  // outside any transaction, no position
+  sink.apply(commit_order::partition_id{0}, co::offset{50},
+             order_event{1, 1, 1, 1});  // outside any transaction, no position
   co::pipeline<order_log, guarded<>, co::TransactionalPosition<>> p(log, sink);
   CHECK_THROWS_AS(p.recover(), co::invariant_violation);
 }
@@ -199,7 +200,8 @@ TEST_CASE("a position table written before positions were bound gains the bindin
                        co::error);
   guarded<> sink(conninfo(), in_schema(schema));
   sink.begin();
-  CHECK(sink.claim(co::epoch{2}) == co::position{3});  // the old row: bound by its claim
+  CHECK(sink.claim(commit_order::partition_id{0}, co::epoch{2}) ==
+        co::position{3});  // the old row: bound by its claim
   sink.commit();
   pg::guarded_upsert_sink<orders_copy, pg::buffered> other(conninfo(), in_schema(schema));
   other.begin();
@@ -383,7 +385,8 @@ TEST_CASE("two AtLeastOnce consumers with default store options never share a po
       CHECK(std::string(e.what()).find("store_options::stream") != std::string::npos);
     }
     // A commit is refused as well, and changes nothing (two consumers started together).
-    CHECK_THROWS_AS(store.commit(co::position{3}), co::position_bound_elsewhere);
+    CHECK_THROWS_AS(store.commit(commit_order::partition_id{0}, co::position{3}),
+                    co::position_bound_elsewhere);
   }
   {
     copy_t sink(conninfo(), in_schema(schema, "default"));
@@ -438,9 +441,9 @@ TEST_CASE("AtLeastOnce and AtMostOnce keep their position in the PostgreSQL stor
   // position vouches for: a sink of another table is refused the claim, below).
   appending<> owner(conninfo(), in_schema(schema, "at_most_once"));
   owner.begin();
-  owner.claim(co::epoch{5});
+  owner.claim(commit_order::partition_id{0}, co::epoch{5});
   owner.commit();
-  CHECK_THROWS_AS(store2.commit(co::position{601}), co::fenced);
+  CHECK_THROWS_AS(store2.commit(commit_order::partition_id{0}, co::position{601}), co::fenced);
 }
 
 // ---- one table, four partitions, a group that rebalances -------------------------------------
@@ -659,9 +662,9 @@ static_assert(
 // A Synced store beside a Buffered sink: a position could outlive the rows (R9a).
 static_assert(!co::can_make_pipeline<order_log, guarded<pg::buffered>, co::AtLeastOnce<>,
                                      co::with_store<pg::position_store<pg::synced>>>);
-static_assert(co::partitioned_fencing_sink<guarded<>> && co::fencing_sink<guarded<>>);
+static_assert(co::partitioned_fencing_sink<guarded<>> && !co::fencing_sink<guarded<>>);
 static_assert(co::stream_registry<guarded<>> && co::partitioned_watermarked_sink<guarded<>>);
-static_assert(co::partitioned_position_store<store_t> && co::position_store<store_t>);
+static_assert(co::partitioned_position_store<store_t> && !co::position_store<store_t>);
 
 TEST_CASE("a repartitioned key: the offset guard refuses it, the version guard takes it") {
   const std::string schema = fresh_schema(conninfo(), "t_pipeline_repartition");

@@ -60,7 +60,7 @@ class pausing_sink final
   void apply(commit_order::offset o, const crash_lab::order_event& row) {
     crash_lab::order_event marked = row;
     marked.customer_id = mark_;
-    base::apply(o, marked);
+    base::apply(commit_order::partition_id{0}, o, marked);
     applied_ = true;
   }
 

@@ -70,7 +70,7 @@ class acking_sink final : public Sink {
       : Sink(std::forward<Args>(args)...), ack_(&ack) {}
 
   co::write_outcome apply(co::offset source_offset, const order_event& row) {
-    const co::write_outcome outcome = Sink::apply(source_offset, row);
+    const co::write_outcome outcome = Sink::apply(co::partition_id{0}, source_offset, row);
     const std::pair<std::int64_t, std::int64_t> written{row.order_id, source_offset.value()};
     if (this->database().in_transaction())
       pending_.push_back(written);
@@ -85,7 +85,7 @@ class acking_sink final : public Sink {
     pending_position_.reset();
   }
   void store_position(co::position p) {
-    Sink::store_position(p);
+    Sink::store_position(co::partition_id{0}, p);
     pending_position_ = p;
   }
   void commit() {
@@ -135,7 +135,10 @@ class acking_store final {
   [[nodiscard]] std::optional<co::position> load() const { return store_.load(); }
   void commit(co::position p) {
     ack_->commits_begun.push_back(p);
-    store_.commit(p);
+    if constexpr (co::position_store<Store>)
+      store_.commit(p);  // a store of one position (the file's)
+    else
+      store_.commit(co::partition_id{0}, p);  // partition 0's of a store per partition
     if (!power_is_out())
       ack_->committed = p;
   }

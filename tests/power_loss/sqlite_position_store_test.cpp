@@ -43,7 +43,7 @@ acknowledged commit_until_cut(const fs::path& db) {
   for (std::int64_t i = 0; i < commits; ++i) {
     if (power_loss::power_is_out())
       return ack;  // the cut came while opening the database
-    store.commit(committed_at(i));
+    store.commit(co::partition_id{0}, committed_at(i));
     if (power_loss::power_is_out()) {
       ack.in_flight = true;
       return ack;

@@ -118,12 +118,12 @@ acknowledged write_until_cut(const fs::path& db) {
       return ack;  // the cut came while opening the database: no unit was begun
     if (autocommit_unit(j)) {
       for (const auto& [at, row] : rows_of(j))
-        sink.apply(at, row);
+        sink.apply(co::partition_id{0}, at, row);
     } else {
       sink.begin();
       for (const auto& [at, row] : rows_of(j))
-        sink.apply(at, row);
-      sink.store_position(position_of(j));
+        sink.apply(co::partition_id{0}, at, row);
+      sink.store_position(co::partition_id{0}, position_of(j));
       sink.commit();
     }
     if (power_loss::power_is_out()) {

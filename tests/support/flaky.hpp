@@ -27,7 +27,7 @@ struct flaky_sink : co::memory::forwarding_sink<Inner&> {
         --it->second;
       throw std::runtime_error("sink rejected offset " + std::to_string(o.value()));
     }
-    return this->inner().apply(o, row);
+    return this->inner().apply(commit_order::partition_id{0}, o, row);
   }
 };
 

@@ -53,7 +53,7 @@ struct deferring_sink {
               co::row_failed(co::partition_id{0}, named, "constraint refused it"));
         }
       }
-      table->apply(o, row);
+      table->apply(co::partition_id{0}, o, row);
     }
     pending.clear();
     table->commit();
@@ -62,10 +62,12 @@ struct deferring_sink {
     pending.clear();
     table->rollback();
   }
-  void store_position(co::position p) { table->store_position(p); }
-  void store_position(co::position p, co::epoch e) { table->store_position(p, e); }
-  std::optional<co::position> claim(co::epoch e) { return table->claim(e); }
-  co::claimed claim_next() { return table->claim_next(); }
+  void store_position(co::position p) { table->store_position(co::partition_id{0}, p); }
+  void store_position(co::position p, co::epoch e) {
+    table->store_position(co::partition_id{0}, p, e);
+  }
+  std::optional<co::position> claim(co::epoch e) { return table->claim(co::partition_id{0}, e); }
+  co::claimed claim_next() { return table->claim_next(co::partition_id{0}); }
   std::optional<co::position> load_position() const { return table->load_position(); }
 };
 

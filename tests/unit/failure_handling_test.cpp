@@ -261,7 +261,7 @@ TEST_CASE("stop, a plain sink: a throwing transform, a split batch, an exception
       auto apply(co::offset o, const order_event& e) {
         if (o == co::offset{5})
           throw refusal{};
-        return inner().apply(o, e);
+        return inner().apply(co::partition_id{0}, o, e);
       }
     };
     order_log log = make_log(10, 10);
@@ -460,7 +460,7 @@ TEST_CASE("an allocation failure is the world's: never retried, never dead-lette
     void apply(co::offset o, const order_event& e) {
       if (o == at)
         throw std::bad_alloc();
-      table->apply(o, e);
+      table->apply(co::partition_id{0}, o, e);
     }
     void begin() { table->begin(); }
     void commit() { table->commit(); }
@@ -468,7 +468,7 @@ TEST_CASE("an allocation failure is the world's: never retried, never dead-lette
     [[nodiscard]] std::optional<co::position> load_position() const {
       return table->load_position();
     }
-    void store_position(co::position p) { table->store_position(p); }
+    void store_position(co::position p) { table->store_position(co::partition_id{0}, p); }
   };
   order_log log = five_hundred();
   guarded_tx_table table;

@@ -175,7 +175,7 @@ struct counting_sink : co::memory::forwarding_sink<guarded_tx_table&> {
   std::size_t writes = 0;
   co::write_outcome apply(co::offset o, const order_event& e) {
     ++writes;
-    return inner().apply(o, e);
+    return inner().apply(co::partition_id{0}, o, e);
   }
 };
 
@@ -186,15 +186,17 @@ TEST_CASE("forwarding_sink: every call reaches the wrapped sink, through the gua
   guarded_calls = 0;
   co::memory::forwarding_sink<guarded_tx_table&, global_counting_guard> w(table);
   w.begin();
-  CHECK_FALSE(w.claim(co::epoch{3}).has_value());
-  CHECK(w.apply(co::offset{0}, order_event{1, 2, 3}) == co::write_outcome::applied);
-  CHECK(w.apply(co::offset{0}, order_event{1, 2, 4}) == co::write_outcome::absorbed);
-  w.store_position(co::position{1}, co::epoch{3});
+  CHECK_FALSE(w.claim(co::partition_id{0}, co::epoch{3}).has_value());
+  CHECK(w.apply(co::partition_id{0}, co::offset{0}, order_event{1, 2, 3}) ==
+        co::write_outcome::applied);
+  CHECK(w.apply(co::partition_id{0}, co::offset{0}, order_event{1, 2, 4}) ==
+        co::write_outcome::absorbed);
+  w.store_position(co::partition_id{0}, co::position{1}, co::epoch{3});
   w.commit();
   CHECK(table.owner() == co::epoch{3});
   w.begin();
-  w.apply(co::offset{1}, order_event{2, 2, 3});
-  w.store_position(co::position{2});
+  w.apply(co::partition_id{0}, co::offset{1}, order_event{2, 2, 3});
+  w.store_position(co::partition_id{0}, co::position{2});
   w.rollback();
   CHECK(w.load_position() == co::position{1});
   const auto& cw = w;
@@ -249,8 +251,8 @@ TEST_CASE("synchronized keeps a Transactional sink transactional") {
   using sync_tx = co::memory::synchronized<guarded_tx_table>;
   // It forwards begin/commit/rollback and the position calls, under its mutex; before, it passed
   // on the Transactional tag without them and rule S7 blamed its user.
-  static_assert(co::transactional_sink<sync_tx>);
-  static_assert(co::fencing_sink<sync_tx>);
+  static_assert(co::partitioned_transactional_sink<sync_tx>);
+  static_assert(co::partitioned_fencing_sink<sync_tx>);
   static_assert(co::has_capability_v<sync_tx, co::Concurrent>);
   static_assert(co::has_capability_v<sync_tx, co::Transactional>);
   // With an executor the refusal names the real reason: a transaction cannot span threads.

@@ -122,9 +122,9 @@ struct failing_sink : test_support::flaky_sink<Inner> {
         throw co::infrastructure_error("disk full");
       throw std::runtime_error("value refused");
     }
-    return this->inner().apply(o, e);
+    return this->inner().apply(co::partition_id{0}, o, e);
   }
-  void rollback() requires co::transactional_sink<Inner> {
+  void rollback() requires co::partitioned_transactional_sink<Inner> {
     this->inner().rollback();
     if (rollback_throws)
       throw co::infrastructure_error("connection lost during ROLLBACK");

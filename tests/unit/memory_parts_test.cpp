@@ -63,46 +63,50 @@ TEST_CASE("memory log: readers are independent cursors over the same records") {
 
 TEST_CASE("memory table: plain append keeps every write, duplicates included") {
   append_table t;
-  t.apply(co::offset{0}, order_event{1, 1, 10});
-  t.apply(co::offset{0}, order_event{1, 1, 10});
+  t.apply(co::partition_id{0}, co::offset{0}, order_event{1, 1, 10});
+  t.apply(co::partition_id{0}, co::offset{0}, order_event{1, 1, 10});
   CHECK(t.size() == 2);
   CHECK(t.applied_watermark() == co::offset{0});
 }
 
 TEST_CASE("memory table: an idempotent upsert absorbs a replay by key") {
   upsert_table t;
-  t.apply(co::offset{0}, order_event{1, 1, 10});
-  t.apply(co::offset{0}, order_event{1, 1, 10});
+  t.apply(co::partition_id{0}, co::offset{0}, order_event{1, 1, 10});
+  t.apply(co::partition_id{0}, co::offset{0}, order_event{1, 1, 10});
   CHECK(t.size() == 1);
   // Without the offset guard an older record overwrites a newer one: last writer wins.
-  t.apply(co::offset{5}, order_event{1, 1, 50});
-  t.apply(co::offset{2}, order_event{1, 1, 20});
+  t.apply(co::partition_id{0}, co::offset{5}, order_event{1, 1, 50});
+  t.apply(co::partition_id{0}, co::offset{2}, order_event{1, 1, 20});
   CHECK(t.find({1})->row.total_cents == 20);
 }
 
 TEST_CASE("memory table: the offset guard keeps the newer row") {
   guarded_table t;
-  CHECK(t.apply(co::offset{5}, order_event{1, 1, 50}) == co::write_outcome::applied);
-  CHECK(t.apply(co::offset{2}, order_event{1, 1, 20}) == co::write_outcome::absorbed);
-  CHECK(t.apply(co::offset{5}, order_event{1, 1, 50}) == co::write_outcome::absorbed);
+  CHECK(t.apply(co::partition_id{0}, co::offset{5}, order_event{1, 1, 50}) ==
+        co::write_outcome::applied);
+  CHECK(t.apply(co::partition_id{0}, co::offset{2}, order_event{1, 1, 20}) ==
+        co::write_outcome::absorbed);
+  CHECK(t.apply(co::partition_id{0}, co::offset{5}, order_event{1, 1, 50}) ==
+        co::write_outcome::absorbed);
   CHECK(t.find({1})->row.total_cents == 50);
   CHECK(t.find({1})->source_offset == co::offset{5});
-  CHECK(t.apply(co::offset{6}, order_event{1, 1, 60}) == co::write_outcome::applied);
+  CHECK(t.apply(co::partition_id{0}, co::offset{6}, order_event{1, 1, 60}) ==
+        co::write_outcome::applied);
   CHECK(t.find({1})->row.total_cents == 60);
 }
 
 TEST_CASE("memory table: a rolled-back transaction leaves rows and position untouched") {
   guarded_tx_table t;
   t.begin();
-  t.apply(co::offset{0}, order_event{1, 1, 10});
-  t.store_position(co::position{1});
+  t.apply(co::partition_id{0}, co::offset{0}, order_event{1, 1, 10});
+  t.store_position(co::partition_id{0}, co::position{1});
   t.commit();
   CHECK(t.load_position() == co::position{1});
 
   t.begin();
-  t.apply(co::offset{1}, order_event{1, 1, 11});  // update
-  t.apply(co::offset{2}, order_event{2, 1, 12});  // insert
-  t.store_position(co::position{3});
+  t.apply(co::partition_id{0}, co::offset{1}, order_event{1, 1, 11});  // update
+  t.apply(co::partition_id{0}, co::offset{2}, order_event{2, 1, 12});  // insert
+  t.store_position(co::partition_id{0}, co::position{3});
   t.rollback();
   CHECK(t.size() == 1);
   CHECK(t.find({1})->row.total_cents == 10);

@@ -162,7 +162,7 @@ TEST_CASE("a failed write inside the transaction rolls back the unit") {
     co::write_outcome apply(co::offset o, const order_event& e) {
       if (o == fail_at)
         throw std::runtime_error("sink refused the row");
-      return inner().apply(o, e);
+      return inner().apply(co::partition_id{0}, o, e);
     }
   };
   order_log log = make_log(10, 10);

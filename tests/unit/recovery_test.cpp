@@ -111,7 +111,7 @@ TEST_CASE("a sink row stamped at or above the stored position is an invariant vi
   }
   REQUIRE(table.load_position() == co::position{4});
   // A bug elsewhere wrote a row from offset 7 without moving the position with it.
-  table.apply(co::offset{7}, order_event{7, 1, 7});
+  table.apply(co::partition_id{0}, co::offset{7}, order_event{7, 1, 7});
   tx_pipeline restarted(log, table);
   try {
     restarted.recover();
@@ -125,7 +125,7 @@ TEST_CASE("a sink row stamped at or above the stored position is an invariant vi
 TEST_CASE("rows without any stored position are an invariant violation as well") {
   order_log log = make_log(3, 3);
   guarded_tx_table table;
-  table.apply(co::offset{1}, order_event{1, 1, 1});
+  table.apply(co::partition_id{0}, co::offset{1}, order_event{1, 1, 1});
   tx_pipeline p(log, table);
   CHECK_THROWS_AS(p.recover(), co::invariant_violation);
 }

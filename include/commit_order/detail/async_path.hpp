@@ -69,12 +69,12 @@ class async_path final {
   /// Hands the write of one record to the executor, after waiting for room (back-pressure: the
   /// poll waits for the workers).
   template <class Sink, class E>
-  void hand_out(Sink* sink, std::size_t max_in_flight, backoff waits, partition_id tracked,
-                partition_id named, offset o, const E& event) {
+  void hand_out(Sink* sink, std::size_t max_in_flight, backoff waits, partition_id k, offset o,
+                const E& event) {
     wait_below(max_in_flight);
     // The ticket registers the record; if the task never runs (the executor drops it, or
     // cannot take it), the ticket's destructor reports the record as failed.
-    auto ticket = std::make_shared<async_ticket<Event>>(state_, tracked, named, o, Event(event));
+    auto ticket = std::make_shared<async_ticket<Event>>(state_, k, o, Event(event));
     executor_->execute([ticket, sink, waits] {
       (void)waits;  // read only under retry_world
       ticket->ran = true;
@@ -82,7 +82,7 @@ class async_path final {
       [[maybe_unused]] std::size_t world_tries = 0;
       for (std::size_t attempt = 0;;) {
         try {
-          sink_part<traits::partitioned, Sink>::apply(*sink, ticket->named, ticket->at,
+          sink_part<traits::partitioned, Sink>::apply(*sink, ticket->partition, ticket->at,
                                                       Transform{}(ticket->event));
           error = nullptr;
           break;
@@ -92,6 +92,7 @@ class async_path final {
           // which runs on the pipeline's thread only).
           if constexpr (world_retries_v < Handling >> 0) {
             if (dynamic_cast<const key_moved_partition*>(&x) == nullptr &&
+                dynamic_cast<const outcome_unknown*>(&x) == nullptr &&
                 world_tries < world_retries_v<Handling>) {
               const auto wait = waits.before(++world_tries);
               if (wait.count() > 0)

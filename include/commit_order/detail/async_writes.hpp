@@ -151,14 +151,12 @@ class async_writes final {
 template <class Event>
 struct async_ticket final {
   std::shared_ptr<async_writes<Event>> state;
-  partition_id partition;  ///< the pipeline's partition, under which completion is tracked
-  partition_id named;      ///< the record's own, which the sink is handed
+  partition_id partition;
   offset at;
   Event event;
   bool ran = false;
-  async_ticket(std::shared_ptr<async_writes<Event>> s, partition_id k, partition_id n, offset o,
-               Event e)
-      : state(std::move(s)), partition(k), named(n), at(o), event(std::move(e)) {
+  async_ticket(std::shared_ptr<async_writes<Event>> s, partition_id k, offset o, Event e)
+      : state(std::move(s)), partition(k), at(o), event(std::move(e)) {
     state->started(partition, at);  // last: a ticket that failed to construct never counted
   }
   async_ticket(const async_ticket&) = delete;

@@ -26,9 +26,11 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "commit_order/capabilities.hpp"
+#include "commit_order/detail/loop/parts.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
 #include "commit_order/record.hpp"
@@ -116,10 +118,12 @@ std::optional<write_outcome> apply_event(F& f, std::int64_t o, std::int64_t key,
   using traits = fixture_traits<F>;
   auto& s = f.sink();
   const auto row = traits::row_of(F::make_event(key, seq));
-  if constexpr (std::is_same_v<decltype(s.apply(offset{o}, row)), write_outcome>) {
-    return s.apply(offset{o}, row);
+  using part = commit_order::detail::sink_part<false, std::remove_reference_t<decltype(s)>>;
+  if constexpr (std::is_same_v<decltype(part::apply(s, partition_id{0}, offset{o}, row)),
+                               write_outcome>) {
+    return part::apply(s, partition_id{0}, offset{o}, row);
   } else {
-    s.apply(offset{o}, row);
+    part::apply(s, partition_id{0}, offset{o}, row);
     return std::nullopt;
   }
 }
@@ -233,7 +237,7 @@ void check_transactional(report& r) {
     s.begin();
     apply_event(f, 0, 0, 0);
     apply_event(f, 1, 1, 0);
-    s.store_position(position{2});
+    commit_order::detail::partition_zero_of(s).store_position(partition_id{0}, position{2});
     s.rollback();
     expect_rows(f, {}, "after the rollback", fail);
     expect_position(fail, f, std::nullopt, "after the rollback");
@@ -249,7 +253,7 @@ void check_transactional(report& r) {
       s.begin();
       apply_event(f, 0, 0, 0);
       apply_event(f, 1, 1, 0);
-      s.store_position(position{2});
+      commit_order::detail::partition_zero_of(s).store_position(partition_id{0}, position{2});
       s.commit();
     }
     expect_rows(f, rows_left_by(writes, keyed), "after the commit", fail);
@@ -263,7 +267,7 @@ void check_transactional(report& r) {
       s.begin();
       apply_event(f, 2, 0, 1);
       apply_event(f, 3, 2, 0);
-      s.store_position(position{4});
+      commit_order::detail::partition_zero_of(s).store_position(partition_id{0}, position{4});
       s.rollback();
     }
     expect_rows(f, rows_left_by(writes, keyed), "after rolling back a second transaction", fail);
@@ -272,7 +276,7 @@ void check_transactional(report& r) {
       auto& s = f.sink();
       s.begin();
       apply_event(f, 2, 0, 1);
-      s.store_position(position{3});
+      commit_order::detail::partition_zero_of(s).store_position(partition_id{0}, position{3});
       s.commit();
     }
     writes.push_back({0, 2, 1});
@@ -297,7 +301,8 @@ void check_store(report& r) {
     // Each commit, then a crash: 7 twice is an idle commit trigger, 5 a position that goes back
     // (a consumer that reset its position on purpose: the store keeps what it is told).
     for (const std::int64_t want : {3, 7, 7, 5}) {
-      f.store().commit(position{want});
+      commit_order::detail::partition_zero_store_of(f.store()).commit(partition_id{0},
+                                                                      position{want});
       if (const auto p = f.store().load(); p != position{want})
         fail("after commit(" + std::to_string(want) + ") the store holds " + show(p));
       f.close();

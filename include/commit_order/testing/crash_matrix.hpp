@@ -46,6 +46,7 @@
 
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
+#include "commit_order/detail/loop/parts.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"
 #include "commit_order/policy.hpp"
@@ -199,8 +200,9 @@ void run_policy_matrix(check_report& c, const conformance_options& o) {
                                 std::declval<const sink_row_t<sink_t>&>())),
                             write_outcome>;
     } else {
-      return std::is_same_v<decltype(std::declval<sink_t&>().apply(
-                                offset{}, std::declval<const sink_row_t<sink_t>&>())),
+      return std::is_same_v<decltype(commit_order::detail::sink_part<false, sink_t>::apply(
+                                std::declval<sink_t&>(), partition_id{}, offset{},
+                                std::declval<const sink_row_t<sink_t>&>())),
                             write_outcome>;
     }
   }();

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "commit_order/capabilities.hpp"
+#include "commit_order/detail/loop/parts.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
 #include "commit_order/record.hpp"
@@ -185,7 +186,8 @@ void check_sink_synced(report& r, const conformance_options& o) {
             s.begin();
             for (const auto& w : unit.writes)
               apply_event(f, w.offset, w.key, w.seq);
-            s.store_position(*unit.stored);
+            commit_order::detail::partition_zero_of(s).store_position(partition_id{0},
+                                                                      *unit.stored);
             s.commit();
           } else {
             for (const auto& w : unit.writes)
@@ -266,7 +268,7 @@ void check_store_synced(report& r, const conformance_options& o) {
           if (power.is_out())
             return ack;
           ++ack.begun;
-          st.commit(p);
+          commit_order::detail::partition_zero_store_of(st).commit(partition_id{0}, p);
           if (power.is_out())
             return ack;
           ++ack.units;

@@ -28,6 +28,7 @@
 
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
+#include "commit_order/detail/loop/parts.hpp"
 #include "commit_order/key.hpp"
 #include "commit_order/offset.hpp"
 
@@ -102,6 +103,10 @@ class recording_sink {
     s.rollback();
   };
   static constexpr bool single = !Partitioned;
+  using single_part_t = commit_order::detail::sink_part<false, Sink>;
+  static constexpr bool positioned =
+      transactional_sink<Sink> || partitioned_transactional_sink<Sink>;
+  single_part_t single_part() const noexcept { return single_part_t(*inner_); }
 
  public:
   using row_type = sink_row_t<Sink>;
@@ -115,7 +120,8 @@ class recording_sink {
       : inner_(&inner), journal_(&j), failures_(failures) {}
 
   write_outcome apply(offset o, const row_type& row) requires single {
-    return record(journal_->index(partition_id{0}, o), [&] { return inner_->apply(o, row); });
+    return record(journal_->index(partition_id{0}, o),
+                  [&] { return single_part_t::apply(*inner_, partition_id{0}, o, row); });
   }
   write_outcome apply(partition_id k, offset o, const row_type& row) requires Partitioned {
     return record(journal_->index(k, o), [&] { return inner_->apply(k, o, row); });
@@ -144,28 +150,26 @@ class recording_sink {
     changed();
   }
 
-  // ---- the single-partition forms --------------------------------------------------------
-  void store_position(position p) requires single && requires(Sink& s, position q) {
-    s.store_position(q);
+  // ---- the single-partition forms ----------------------------------------------------------
+  // Partition 0's, as the pipeline reaches a sink of a single-partition source (a sink that
+  // keeps a position per partition keeps partition 0's).
+  void store_position(position p) requires single && positioned {
+    single_part().store_position(partition_id{0}, p);
   }
-  { inner_->store_position(p); }
-  void store_position(position p, epoch e) requires single &&
-      requires(Sink& s, position q, epoch f) {
-    s.store_position(q, f);
+  void store_position(position p, epoch e) requires single && single_part_t::fences {
+    single_part().store_position(partition_id{0}, p, e);
   }
-  { inner_->store_position(p, e); }
-  std::optional<position> claim(epoch e) requires single && requires(Sink& s, epoch f) {
-    s.claim(f);
+  std::optional<position> claim(epoch e) requires single && single_part_t::fences {
+    return single_part().claim(partition_id{0}, e);
   }
-  { return inner_->claim(e); }
-  claimed claim_next() requires single && requires(Sink& s) { s.claim_next(); }
-  { return inner_->claim_next(); }
-  std::optional<position> load_position() const requires single && requires(Sink& s) {
-    s.load_position();
+  claimed claim_next() requires single && single_part_t::fences {
+    return single_part().claim_next(partition_id{0});
   }
-  { return inner_->load_position(); }
-  std::optional<offset> applied_watermark() const requires single && watermarked_sink<Sink> {
-    return inner_->applied_watermark();
+  std::optional<position> load_position() const requires single && positioned {
+    return single_part().load_position(partition_id{0});
+  }
+  std::optional<offset> applied_watermark() const requires single && single_part_t::has_watermark {
+    return single_part().applied_watermark(partition_id{0});
   }
 
   // ---- the per-partition forms ------------------------------------------------------------
@@ -230,8 +234,9 @@ class recording_sink {
                                                                  std::declval<const row_type&>())),
                             write_outcome>;
     } else {
-      return std::is_same_v<decltype(std::declval<Sink&>().apply(offset{},
-                                                                 std::declval<const row_type&>())),
+      return std::is_same_v<decltype(single_part_t::apply(std::declval<Sink&>(), partition_id{},
+                                                          offset{},
+                                                          std::declval<const row_type&>())),
                             write_outcome>;
     }
   }();

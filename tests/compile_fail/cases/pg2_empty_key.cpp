@@ -31,6 +31,6 @@ using sink_t = pg::guarded_upsert_sink<orders>;
 void write(const std::string& conninfo, const order_event& e) {
   sink_t sink(conninfo);
   sink.begin();
-  sink.apply(co::offset{0}, e);
+  sink.apply(co::partition_id{0}, co::offset{0}, e);
   sink.commit();
 }

@@ -31,6 +31,6 @@ using sink_t = sq::guarded_upsert_sink<orders>;
 void write(const std::filesystem::path& file, const order_event& e) {
   sink_t sink(file);
   sink.begin();
-  sink.apply(co::offset{0}, e);
+  sink.apply(co::partition_id{0}, co::offset{0}, e);
   sink.commit();
 }

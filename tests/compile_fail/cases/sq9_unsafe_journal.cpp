@@ -32,6 +32,6 @@ using mode = delete_extra_mode;
 void write(const std::filesystem::path& file, const order_event& e) {
   sq::guarded_upsert_sink<orders, mode> sink(file);
   sink.begin();
-  sink.apply(co::offset{0}, e);
+  sink.apply(co::partition_id{0}, co::offset{0}, e);
   sink.commit();
 }

@@ -119,7 +119,7 @@ class paced final : public co::memory::forwarding_sink<Sink> {
   co::write_outcome apply(co::offset source_offset, const order_event& row) {
     if (pace_.count() > 0)
       std::this_thread::sleep_for(pace_);
-    const co::write_outcome outcome = this->inner().apply(source_offset, row);
+    const co::write_outcome outcome = this->inner().apply(co::partition_id{0}, source_offset, row);
     if (outcome == co::write_outcome::absorbed)
       report_->line("absorbed");
     return outcome;

@@ -115,7 +115,7 @@ class pg_paced final : public Sink {
   void apply(co::offset source_offset, const order_event& row) {
     if (pace_.count() > 0)
       std::this_thread::sleep_for(pace_);
-    Sink::apply(source_offset, row);
+    Sink::apply(co::partition_id{0}, source_offset, row);
   }
 
   void commit() {

@@ -67,8 +67,10 @@ class lag_reports final : public detail::key_of<Sink>,
  public:
   using row_type = typename Sink::row_type;
 
-  /// Reports through `source`'s consumer (a group.id is needed for Kafka to keep offsets). For
-  /// a single-partition sink, the positions are those of the partition `source` reads.
+  /// Reports through `source`'s consumer (a group.id is needed for Kafka to keep offsets). With
+  /// a single-partition source (a partition_source), every position is that of the partition it
+  /// reads, whichever form the sink stores it in (a sink of a single-partition pipeline keeps
+  /// it as partition 0).
   template <class Source>
   lag_reports(Sink& sink, Source& source) : sink_(&sink), client_(&source.client()) {
     if constexpr (requires { source.partition(); })
@@ -77,7 +79,11 @@ class lag_reports final : public detail::key_of<Sink>,
 
   // ---- rows ----------------------------------------------------------------------------------
 
-  decltype(auto) apply(offset o, const row_type& row) { return sink_->apply(o, row); }
+  decltype(auto) apply(offset o, const row_type& row) requires
+      requires(Sink& s, const row_type& r) {
+    s.apply(offset{}, r);
+  }
+  { return sink_->apply(o, row); }
   decltype(auto) apply(partition_id k, offset o,
                        const row_type& row) requires partitioned_sink<Sink> {
     return sink_->apply(k, o, row);
@@ -136,11 +142,11 @@ class lag_reports final : public detail::key_of<Sink>,
 
   void store_position(position p) requires transactional_sink<Sink> {
     sink_->store_position(p);
-    stage(single_, p);
+    stage(partition_id{0}, p);
   }
   void store_position(position p, epoch e) requires fencing_sink<Sink> {
     sink_->store_position(p, e);
-    stage(single_, p);
+    stage(partition_id{0}, p);
   }
   [[nodiscard]] std::optional<position> load_position() const requires transactional_sink<Sink> {
     return sink_->load_position();
@@ -181,7 +187,8 @@ class lag_reports final : public detail::key_of<Sink>,
   [[nodiscard]] Sink& inner() noexcept { return *sink_; }
 
  private:
-  void stage(partition_id k, position p) {
+  void stage(partition_id pipeline_partition, position p) {
+    const partition_id k = single_.value_or(pipeline_partition);
     for (start_at& s : staged_) {
       if (s.partition == k) {
         s.at = p;
@@ -193,7 +200,7 @@ class lag_reports final : public detail::key_of<Sink>,
 
   Sink* sink_;
   detail::client_core* client_;
-  partition_id single_{0};
+  std::optional<partition_id> single_;  // the partition a single-partition source reads
   std::vector<start_at> staged_;
 };
 

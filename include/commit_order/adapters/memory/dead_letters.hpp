@@ -39,8 +39,6 @@ class dead_letters final {
     }
     letters_.push_back({o, e, reason, k});
   }
-  /// A source of one stream: partition 0.
-  void put(offset o, const Event& e, const char* reason) { put(partition_id{0}, o, e, reason); }
 
   [[nodiscard]] const std::vector<letter>& letters() const noexcept { return letters_; }
   /// Letters offered again for a record that has one (replays), and not kept twice.

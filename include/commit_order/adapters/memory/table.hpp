@@ -126,11 +126,6 @@ requires(part_rules::require<part_rules::memory_idempotent_without_key,
                                   std::invoke_result<const upsert_key&, const Row&>,
                                   std::type_identity<int>>::type;
 
-  /// Applies one row of partition 0. Durable on return, or at commit() in a transaction.
-  write_outcome apply(offset source_offset, const Row& row) {
-    return apply(partition_id{0}, source_offset, row);
-  }
-
   /// Applies one row of partition `k`.
   write_outcome apply(partition_id k, offset source_offset, const Row& row) {
     if constexpr (keyed) {
@@ -241,7 +236,8 @@ requires(part_rules::require<part_rules::memory_idempotent_without_key,
     staged(k).stored = p;
   }
 
-  [[nodiscard]] std::optional<position> load_position(partition_id k) const requires transactional {
+  [[nodiscard]] std::optional<position> load_position(partition_id k = partition_id{
+                                                          0}) const requires transactional {
     const slot* found = find_slot(k);
     return found == nullptr ? std::nullopt : found->stored;
   }
@@ -271,19 +267,6 @@ requires(part_rules::require<part_rules::memory_idempotent_without_key,
     if (e != now)
       throw fenced(e, now, k);
     store_position(k, p);
-  }
-
-  // The same for a single-partition stream: partition 0.
-  void store_position(position p) requires transactional { store_position(partition_id{0}, p); }
-  [[nodiscard]] std::optional<position> load_position() const requires transactional {
-    return load_position(partition_id{0});
-  }
-  std::optional<position> claim(epoch e) requires transactional {
-    return claim(partition_id{0}, e);
-  }
-  claimed claim_next() requires transactional { return claim_next(partition_id{0}); }
-  void store_position(position p, epoch e) requires transactional {
-    store_position(partition_id{0}, p, e);
   }
 
   /// The epoch that owns partition `k`'s position row now (committed).

@@ -131,6 +131,17 @@ class connection_lost final : public infrastructure_error {
   using infrastructure_error::infrastructure_error;
 };
 
+/// The server acknowledged a COMMIT after its wait for a synchronous standby was cancelled
+/// (57014): committed on the primary only, not with the durability the sink's mode declares.
+/// Its outcome is in doubt in the sense that matters: done again, the unit would be applied
+/// twice, so it is never retried in place (outcome_unknown); recovery reads the position the
+/// commit stored.
+class commit_not_replicated final : public infrastructure_error,
+                                    public commit_order::outcome_unknown {
+ public:
+  using infrastructure_error::infrastructure_error;
+};
+
 /// COMMIT was sent and the connection failed before its answer arrived (the server went away,
 /// the network broke, the session was ended): the transaction may have committed or not, and
 /// nothing on this side can tell (libpqxx's in_doubt_error). It is not connection_lost, which
@@ -140,7 +151,7 @@ class connection_lost final : public infrastructure_error {
 /// stored says which: recovery reads it (a claim) and resumes after the unit if it committed,
 /// or from the unit if not -- nothing is lost and nothing applied twice. `positions()` are the
 /// positions the transaction stored, for a caller who reads them back itself.
-class commit_in_doubt final : public infrastructure_error {
+class commit_in_doubt final : public infrastructure_error, public commit_order::outcome_unknown {
  public:
   /// A position the transaction in doubt stored.
   struct stored final {
@@ -574,7 +585,7 @@ class connection final {
   void refuse_unreplicated_commit() {
     if (!std::exchange(*sync_wait_cancelled_, false) || !needs_standby_)
       return;
-    throw infrastructure_error(
+    throw commit_not_replicated(
         "57014", detail::concat("the server acknowledged a COMMIT whose wait for its synchronous "
                                 "standby was cancelled: committed on the primary only, not what "
                                 "the '",

@@ -162,8 +162,6 @@ class dead_letters final {
       throw letter_conflict(options_.stream, k, o);
     ++repeats_;
   }
-  /// A source of one stream: partition 0.
-  void put(offset o, const Event& e, const char* reason) { put(partition_id{0}, o, e, reason); }
 
   /// Letters written by this object, and letters offered again for a record that had one.
   [[nodiscard]] std::size_t letters() const noexcept { return letters_; }

@@ -68,7 +68,7 @@ class position_store final {
   /// The position stored for partition `k` (none before its first commit). Throws
   /// position_bound_elsewhere when the row vouches for another table or source than a bound
   /// store (see bind_to).
-  [[nodiscard]] std::optional<position> load(partition_id k) {
+  [[nodiscard]] std::optional<position> load(partition_id k = partition_id{0}) {
     if (!bound_to_.empty())
       reserve(k);
     loaded_fingerprint_.reset();
@@ -123,19 +123,6 @@ class position_store final {
       return;
     }
     bound_to_ = detail::bound_to_with_source(data_table_, identity, data_database_);
-  }
-
-  // The same for a single-partition stream: partition 0.
-  [[nodiscard]] std::optional<position> load() { return load(partition_id{0}); }
-  void commit(position p) { commit(partition_id{0}, p); }
-  /// Partition 0's position with the fingerprint of the record it follows (fingerprint_store:
-  /// a single-partition source that reads a record at an offset on demand, the file log, is
-  /// compared with it at recovery).
-  void commit(position p, std::uint64_t fingerprint) { commit(partition_id{0}, p, fingerprint); }
-  /// The fingerprint stored with partition 0's position (none when stored without one).
-  [[nodiscard]] std::optional<std::uint64_t> load_fingerprint() {
-    (void)load(partition_id{0});
-    return loaded_fingerprint();
   }
 
   /// Commits made through this store.

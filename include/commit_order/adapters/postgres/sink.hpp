@@ -265,10 +265,6 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     tx_.require("apply()");
     unit_.add(k, source_offset, row);
   }
-  /// The row of one record of a single-partition stream (partition 0).
-  void apply(offset source_offset, const row_type& row) {
-    apply(partition_id{0}, source_offset, row);
-  }
 
   // ---- transactions --------------------------------------------------------------------------
 
@@ -339,7 +335,9 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// The position stored for partition `k` (none before the first commit of one). Inside a
   /// transaction, what it stored so far is sent first, so the answer includes it. Reads the
   /// applied watermark of `k` in the same round trip (see applied_watermark).
-  [[nodiscard]] std::optional<position> load_position(partition_id k) { return load_row(k).stored; }
+  [[nodiscard]] std::optional<position> load_position(partition_id k = partition_id{0}) {
+    return load_row(k).stored;
+  }
 
   /// Stages `p` for partition `k`, as the epoch this sink claimed it at (0 if it never did).
   void store_position(partition_id k, position p) { store_position(k, p, owner_epoch_of(k)); }
@@ -410,13 +408,6 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     return claimed{e, r.is_null(0, 1) ? std::nullopt : std::optional{position{r.integer(0, 1)}}};
   }
 
-  // The same for a single-partition stream: partition 0.
-  [[nodiscard]] std::optional<position> load_position() { return load_position(partition_id{0}); }
-  void store_position(position p) { store_position(partition_id{0}, p); }
-  void store_position(position p, epoch e) { store_position(partition_id{0}, p, e); }
-  std::optional<position> claim(epoch e) { return claim(partition_id{0}, e); }
-  claimed claim_next() { return claim_next(partition_id{0}); }
-
   /// The epoch that owns partition `k`'s position row now (committed, or claimed in the open
   /// transaction), read from the server.
   [[nodiscard]] epoch owner_epoch(partition_id k = partition_id{0}) { return load_row(k).owner; }
@@ -476,13 +467,10 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// what is durable, not what a transaction might still roll back. Rows another consumer
   /// commits to `k` show at the next claim or load. None before anything was read or
   /// committed for `k`.
-  [[nodiscard]] std::optional<offset> applied_watermark(partition_id k) const noexcept {
+  [[nodiscard]] std::optional<offset> applied_watermark(partition_id k = partition_id{
+                                                            0}) const noexcept {
     const auto it = watermarks_.find(k);
     return it == watermarks_.end() ? std::nullopt : std::optional{it->second};
-  }
-  /// The same for a single-partition stream: partition 0.
-  [[nodiscard]] std::optional<offset> applied_watermark() const noexcept {
-    return applied_watermark(partition_id{0});
   }
 
   [[nodiscard]] const sink_stats& stats() const noexcept { return stats_; }

@@ -74,7 +74,7 @@ class position_store final {
 
   /// Partition `k`'s position. Throws position_bound_elsewhere when the row vouches for
   /// another table or source than a bound store (see bind_to).
-  [[nodiscard]] std::optional<position> load(partition_id k) const {
+  [[nodiscard]] std::optional<position> load(partition_id k = partition_id{0}) const {
     return positions_->load_bound(k);
   }
 
@@ -115,19 +115,6 @@ class position_store final {
   /// bound as that file's (two files' tables of one name never share a position).
   void bind_to(const std::string& table, const std::string& identity, const std::string& database) {
     positions_->bind(table, identity, database);
-  }
-
-  // The same for a single-partition stream: partition 0.
-  [[nodiscard]] std::optional<position> load() const { return load(partition_id{0}); }
-  void commit(position p) { commit(partition_id{0}, p); }
-  /// Partition 0's position with the fingerprint of the record it follows (fingerprint_store:
-  /// a single-partition source that reads a record at an offset on demand, the file log, is
-  /// compared with it at recovery).
-  void commit(position p, std::uint64_t fingerprint) { commit(partition_id{0}, p, fingerprint); }
-  /// The fingerprint stored with partition 0's position (none when stored without one).
-  [[nodiscard]] std::optional<std::uint64_t> load_fingerprint() const {
-    (void)load(partition_id{0});
-    return loaded_fingerprint();
   }
 
   /// The connection (for tests, and for pragmas that do not touch durability).

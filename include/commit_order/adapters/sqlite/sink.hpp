@@ -256,11 +256,6 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     return write_outcome::applied;
   }
 
-  /// Writes the row of one record of partition 0 (a single-partition stream).
-  write_outcome apply(offset source_offset, const row_type& row) {
-    return apply(partition_id{0}, source_offset, row);
-  }
-
   // ---- transactions ------------------------------------------------------------------------
 
   /// BEGIN IMMEDIATE: the write lock is taken now, so two owners of one database queue here
@@ -319,7 +314,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   // ---- positions, one per partition, inside the transaction --------------------------------
 
-  [[nodiscard]] std::optional<position> load_position(partition_id k) const {
+  [[nodiscard]] std::optional<position> load_position(partition_id k = partition_id{0}) const {
     return positions_->load(k).stored;
   }
 
@@ -395,15 +390,6 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     return positions_->load(k).owner;
   }
 
-  // The same for a single-partition stream: partition 0.
-  [[nodiscard]] std::optional<position> load_position() const {
-    return load_position(partition_id{0});
-  }
-  void store_position(position p) { store_position(partition_id{0}, p); }
-  void store_position(position p, epoch e) { store_position(partition_id{0}, p, e); }
-  std::optional<position> claim(epoch e) { return claim(partition_id{0}, e); }
-  claimed claim_next() { return claim_next(partition_id{0}); }
-
   // ---- what the owners of a stream share (stream_registry) ---------------------------------
 
   /// The stream's era: the high half of a group's epochs (epoch::of), raised only by
@@ -444,17 +430,13 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   /// The applied watermark of partition `k`: the highest source offset of k in the table (one
   /// seek into the (partition, offset) index).
-  [[nodiscard]] std::optional<offset> applied_watermark(partition_id k) const {
+  [[nodiscard]] std::optional<offset> applied_watermark(partition_id k = partition_id{0}) const {
     statement& s = *watermark_;
     reset_on_exit reset(s);
     s.bind(1, k.value());
     if (!s.step() || s.column_is_null(0))
       return std::nullopt;
     return offset{s.column_int64(0)};
-  }
-  /// Partition 0's (a single-partition stream).
-  [[nodiscard]] std::optional<offset> applied_watermark() const {
-    return applied_watermark(partition_id{0});
   }
 
   /// False after a ROLLBACK that failed and left the transaction open: the sink refuses every

@@ -101,7 +101,7 @@ inline std::vector<start_at> pipeline_impl<Config>::claim_and_check(
       }
       if constexpr (checks_offsets) {
         if (stored)
-          check_not_reused(*stored, store_->load_fingerprint());
+          check_not_reused(*stored, store_->loaded_fingerprint());
       }
       starts.push_back(start_at{k, start});
     }

@@ -65,9 +65,10 @@ using source_part_t =
 
 /// A sink as the loop of a pipeline (`Partitioned` or not) sees it: positions per partition,
 /// rows applied with their partition. Where the sink keeps one position (a single-partition
-/// pipeline over a `transactional_sink`), partition 0's is that one; where its rows do not
-/// record their partition (or a single-partition pipeline's sink offers both forms), a row is
-/// applied without it.
+/// pipeline over a `transactional_sink`), partition 0's is that one. A single-partition
+/// pipeline's rows are partition 0's, as its positions are, whatever partition its records
+/// name (a Kafka partition_source's name the topic's): a row under another partition than its
+/// position would be invisible to the partition's guard and watermark.
 template <bool Partitioned, class K>
 class sink_part {
  public:
@@ -93,13 +94,15 @@ class sink_part {
   /// do not. Static, on the sink itself: the write loop holds the sink, as a hand-written loop
   /// does, not this adapter.
   template <class Row>
-  static decltype(auto) apply(K& sink, partition_id k, offset o, const Row& row) {
+  static decltype(auto) apply(K& sink, [[maybe_unused]] partition_id k, offset o, const Row& row) {
     if constexpr (Partitioned && partitioned_sink<K>) {
       return sink.apply(k, o, row);
     } else if constexpr (requires { sink.apply(o, row); }) {
       return sink.apply(o, row);
-    } else {
+    } else if constexpr (Partitioned) {
       return sink.apply(k, o, row);
+    } else {
+      return sink.apply(partition_id{0}, o, row);
     }
   }
 
@@ -158,6 +161,13 @@ class sink_part {
   K* k_ = nullptr;
 };
 
+/// A sink as a single-partition pipeline reaches it: partition 0's calls, in whichever form the
+/// sink has (the testing kit drives a fixture's sink through this, as the loop does).
+template <class K>
+sink_part<false, K> partition_zero_of(K& k) noexcept {
+  return sink_part<false, K>(k);
+}
+
 /// A position store as the loop sees it: one position per partition. A store that keeps one
 /// position keeps partition 0's.
 template <bool Partitioned, class S>
@@ -183,14 +193,23 @@ class store_part {
     else
       s_->commit(k, p);
   }
-  /// With the fingerprint of the record `p` follows (fingerprinting_position_store).
-  void commit(partition_id k, position p, std::uint64_t f) { s_->commit(k, p, f); }
-  /// The one position, with the fingerprint of the record it follows (fingerprint_store).
-  void commit(position p, std::uint64_t f) { s_->commit(p, f); }
+  /// With the fingerprint of the record `p` follows: beside partition k's position
+  /// (fingerprinting_position_store), or beside the one position (fingerprint_store).
+  void commit_after(partition_id k, position p, std::uint64_t f) {
+    if constexpr (fingerprinting_position_store<S>)
+      s_->commit(k, p, f);
+    else
+      s_->commit(p, f);
+  }
   /// A unit's positions over several partitions, in one request (batch_position_store).
   void commit(std::span<const start_at> positions) { s_->commit(positions); }
-  std::optional<std::uint64_t> load_fingerprint() { return s_->load_fingerprint(); }
-  std::optional<std::uint64_t> loaded_fingerprint() const { return s_->loaded_fingerprint(); }
+  /// The fingerprint stored with the position the last load returned.
+  std::optional<std::uint64_t> loaded_fingerprint() {
+    if constexpr (fingerprinting_position_store<S>)
+      return s_->loaded_fingerprint();
+    else
+      return s_->load_fingerprint();
+  }
   template <class... A>
   requires requires(S& s, const A&... a) { s.bind_to(a...); }
   void bind_to(const A&... a) { s_->bind_to(a...); }
@@ -198,5 +217,12 @@ class store_part {
  private:
   S* s_ = nullptr;
 };
+
+/// A position store as a single-partition pipeline reaches it: partition 0's calls, in
+/// whichever form the store has (the testing kit drives a fixture's store through this).
+template <class S>
+store_part<false, S> partition_zero_store_of(S& s) noexcept {
+  return store_part<false, S>(s);
+}
 
 }  // namespace commit_order::detail

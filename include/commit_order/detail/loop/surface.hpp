@@ -479,14 +479,12 @@ class pipeline_impl {
   friend class async_path<Config>;
 
   void wait_idle() { async_.wait_idle(); }
-  // Its completion is tracked under the pipeline's partition (a single-partition source's
-  // records are all partition 0's, whatever partition their type names); the sink is handed
-  // the record's own, as the loop's writes hand it.
+  // Under the pipeline's partition: a single-partition source's records are all partition
+  // 0's, whatever partition their type names.
   template <class R>
   void hand_out(const R& r) {
-    const partition_id tracked = partitioned ? partition_of(r) : partition_id{0};
-    async_.hand_out(&sink_.sink(), settings_.max_in_flight, settings_.world_backoff, tracked,
-                    partition_of(r), offset_of(r), event_of(r));
+    async_.hand_out(&sink_.sink(), settings_.max_in_flight, settings_.world_backoff,
+                    partitioned ? partition_of(r) : partition_id{0}, offset_of(r), event_of(r));
   }
   void commit_all_completed() { async_.commit_all_completed(*this); }
   void settle_failures() { async_.settle_failures(*this); }

@@ -83,9 +83,12 @@ struct loop_traits final {
       facts.position_in_sink && sink_part<partitioned, sink_type>::fences;
   /// The position is stored with the fingerprint of the record it follows, and recovery checks
   /// that record is still the one at its offset (a source that reused offsets is caught).
-  static constexpr bool checks_offsets = !partitioned && !async && facts.uses_position_store &&
-                                         fingerprinted_source<source_type> &&
-                                         fingerprint_store<typename Config::store_type>;
+  /// (A store that keeps one position keeps its fingerprint in the single form; one that keeps
+  /// a position per partition keeps partition 0's.)
+  static constexpr bool checks_offsets =
+      !partitioned && !async && facts.uses_position_store && fingerprinted_source<source_type> &&
+      (fingerprint_store<typename Config::store_type> ||
+       fingerprinting_position_store<typename Config::store_type>);
   /// Each partition's position is stored in the sink with the fingerprint of the record it
   /// follows, and a partition resumed there first reads that record again: a topic deleted and
   /// recreated under its name (every offset reused) is caught instead of read from the middle.

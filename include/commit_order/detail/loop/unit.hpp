@@ -331,12 +331,12 @@ inline void pipeline_impl<Config>::commit_position(It first, It last, start_at s
   if constexpr (checks_offsets) {
     // One partition's store that keeps the fingerprint beside its one position.
     (void)first;
-    store_->commit(s.at, source_->fingerprint(*(last - 1)));
+    store_->commit_after(s.partition, s.at, source_->fingerprint(*(last - 1)));
   } else if constexpr (checks_store_start) {
     // With the fingerprint of the record the position follows, when the records at hand
     // hold it (a failed unit's prefix may stop a partition at its first record).
     if (const auto f = fingerprint_before(first, last, s.partition, s.at))
-      store_->commit(s.partition, s.at, *f);
+      store_->commit_after(s.partition, s.at, *f);
     else
       store_->commit(s.partition, s.at);
   } else {
@@ -514,12 +514,14 @@ inline void pipeline_impl<Config>::fault([[maybe_unused]] fault_point::kind wher
 
 // A failure retry_world may get past by trying again: the world's, and not one that trying
 // again cannot change (a rollback that failed left the sink's state unknown; a key that
-// moved partition is still moved).
+// moved partition is still moved) or could make worse (a commit whose outcome is unknown may
+// have taken effect: done again, the unit would be applied twice).
 template <class Config>
 inline bool pipeline_impl<Config>::world_may_pass(const std::exception& e) noexcept {
   return dynamic_cast<const infrastructure_error*>(&e) != nullptr &&
          dynamic_cast<const rollback_failed*>(&e) == nullptr &&
-         dynamic_cast<const key_moved_partition*>(&e) == nullptr;
+         dynamic_cast<const key_moved_partition*>(&e) == nullptr &&
+         dynamic_cast<const outcome_unknown*>(&e) == nullptr;
 }
 
 }  // namespace commit_order::detail
