@@ -307,3 +307,40 @@ TEST_CASE("a session ended while COMMIT runs is in doubt, not a lost connection"
   CHECK(sink.database().connects() == 2);
   CHECK(admin.count("orders_flat") == 0);
 }
+
+// ---- audit: retry_world after a COMMIT in doubt ---------------------------------------------
+
+TEST_CASE("audit: AtMostOnce with retry_world never applies an in-doubt unit twice") {
+  // AtMostOnce over the append sink (Transactional, not Idempotent: R16 lets retry_world
+  // through because "a unit in a transaction is rolled back and re-run, always safe"). The
+  // second unit's COMMIT lands on the server and its answer is lost: commit_in_doubt, an
+  // infrastructure_error, which retry_world takes for one that rolled back, and re-runs the
+  // unit. At most once: each record's row is in the table once at most.
+  const std::string schema = fresh_schema(conninfo(), "t_tx_doubt_retry_world");
+  commit_cut_proxy proxy(conninfo());
+  order_log log = orders(20);
+  pg::store_options so;
+  so.schema = schema;
+  so.stream = "orders";
+  pg::position_store<pg::buffered> store(conninfo(), so);
+  appending<> sink(proxy.conninfo(), in_schema(schema));
+  co::pipeline<order_log, appending<>, co::AtMostOnce<>,
+               co::with_store<pg::position_store<pg::buffered>>,
+               co::with_error_handling<co::retry_world<2>>>
+      p(log, sink, store,
+        co::settings{.batch_size = 10,
+                     .world_backoff = co::backoff{std::chrono::milliseconds{1},
+                                                  std::chrono::milliseconds{1}}});
+  REQUIRE(p.poll_once() == 10);
+  proxy.arm(commit_cut_proxy::cut::after_server);
+  try {
+    p.poll_once();
+  } catch (const std::exception& e) {
+    MESSAGE("the second unit failed: " << e.what());
+  }
+  CHECK(proxy.cuts() == 1);
+  client c(conninfo(), schema);
+  CHECK(c.count("orders_log") == 20);
+  CHECK(c.integer("SELECT count(*) - count(DISTINCT source_offset) FROM orders_log").value_or(-1) ==
+        0);
+}
