@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/named_partition_log.hpp"
 #include "support/orders.hpp"
 
 namespace co = commit_order;
@@ -176,4 +177,30 @@ TEST_CASE("in a split batch, a row failing at commit is judged against its own u
     CHECK(table.size() == 20);  // the first unit, committed before the second failed
     CHECK(table.load_position() == co::position{20});
   }
+}
+
+TEST_CASE("audit: a row failed at commit is dead-lettered when the source names partition 3") {
+  // A single-partition source whose records name the stream's partition (a Kafka
+  // partition_source of the topic's partition 3). The loop hands a sink that has apply(o, row)
+  // no partition, so the sink knows the row as partition 0's and names it so in row_failed,
+  // as the PostgreSQL sink does. The record is the same record: it must be dead-lettered and
+  // the rest of the unit committed, as over a source whose records name partition 0.
+  order_log log = make_log(50, 50);
+  named_partition_log src(log, co::partition_id{3});
+  guarded_tx_table table;
+  letters dl;
+  deferring_sink sink{&table, {{co::offset{17}, -1}}};
+  co::pipeline<named_partition_log, deferring_sink, co::TransactionalPosition<>,
+               co::with_error_handling<co::dead_letter<>>, co::with_dead_letters<letters>>
+      p(src, sink, dl, one_batch);
+  std::size_t handled = 0;
+  try {
+    handled = p.run();
+  } catch (const std::exception& e) {
+    MESSAGE("the pipeline stopped: " << std::string(e.what()));
+  }
+  CHECK(handled == 50);
+  REQUIRE(dl.letters().size() == 1);
+  CHECK(dl.letters()[0].source_offset == co::offset{17});
+  CHECK(table.load_position() == co::position{50});
 }
