@@ -185,9 +185,14 @@ inline auto pipeline_impl<Config>::deferred_failure(It first, It last, const std
   if (deferred == nullptr)
     return std::nullopt;
   const record_ref named{deferred->partition(), deferred->at()};
-  for (It it = first; it != last; ++it)
-    if (ref_of(*it) == named)
-      return named;
+  // A single-partition source's records are all partition 0's, whatever partition their type
+  // names, and a sink handed apply(o, row) names its row as partition 0's: only the offset
+  // tells the record. The record is returned as the unit knows it.
+  for (It it = first; it != last; ++it) {
+    const record_ref r = ref_of(*it);
+    if (r.at == named.at && (!partitioned || r.partition == named.partition))
+      return r;
+  }
   return std::nullopt;
 }
 
