@@ -310,7 +310,7 @@ TEST_CASE("a session ended while COMMIT runs is in doubt, not a lost connection"
 
 // ---- audit: retry_world after a COMMIT in doubt ---------------------------------------------
 
-TEST_CASE("audit: AtMostOnce with retry_world never applies an in-doubt unit twice") {
+TEST_CASE("AtMostOnce with retry_world never applies an in-doubt unit twice") {
   // AtMostOnce over the append sink (Transactional, not Idempotent: R16 lets retry_world
   // through because "a unit in a transaction is rolled back and re-run, always safe"). The
   // second unit's COMMIT lands on the server and its answer is lost: commit_in_doubt, an
@@ -329,8 +329,8 @@ TEST_CASE("audit: AtMostOnce with retry_world never applies an in-doubt unit twi
                co::with_error_handling<co::retry_world<2>>>
       p(log, sink, store,
         co::settings{.batch_size = 10,
-                     .world_backoff = co::backoff{std::chrono::milliseconds{1},
-                                                  std::chrono::milliseconds{1}}});
+                     .world_backoff =
+                         co::backoff{std::chrono::milliseconds{1}, std::chrono::milliseconds{1}}});
   REQUIRE(p.poll_once() == 10);
   proxy.arm(commit_cut_proxy::cut::after_server);
   try {

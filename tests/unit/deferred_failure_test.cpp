@@ -179,7 +179,7 @@ TEST_CASE("in a split batch, a row failing at commit is judged against its own u
   }
 }
 
-TEST_CASE("audit: a row failed at commit is dead-lettered when the source names partition 3") {
+TEST_CASE("a row failed at commit is dead-lettered when the source names partition 3") {
   // A single-partition source whose records name the stream's partition (a Kafka
   // partition_source of the topic's partition 3). The loop hands a sink that has apply(o, row)
   // no partition, so the sink knows the row as partition 0's and names it so in row_failed,

@@ -2,10 +2,11 @@
 // A single-partition source whose records name the stream's partition (a Kafka partition_source
 // reading topic partition 1) into a partitioned sink written as docs/reference.md writes one
 // (`shared_orders_table`: only the partitioned forms, apply(k, o, row), load_position(k),
-// applied_watermark(k)). The pipeline is partition 0, so every position goes to partition 0;
-// but the rows are handed the record's own partition, 1, and the applied watermark is then
-// asked of partition 0, which holds none. The same run with records naming partition 0 is the
-// control: what it reports is what the docs promise for a single-partition source.
+// applied_watermark(k)). The pipeline is partition 0: its positions and its rows go to partition
+// 0 of the sink, whatever partition the records name, so the applied watermark is asked of the
+// partition that holds them. (Handed the record's own partition, 1, the rows once escaped the
+// recovery check and progress().) The same run with records naming partition 0 is the control:
+// what it reports is what the docs promise for a single-partition source.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -73,8 +74,10 @@ TEST_CASE("a partitioned sink fed by a source naming partition 1: rows above the
       p.poll_once();
       REQUIRE(p.committed_position() == co::position{4});
     }
-    // A bug elsewhere wrote this stream's row of offset 7 without moving the position.
-    table.apply(co::partition_id{named}, co::offset{7}, order_event{77, 1, 7});
+    // A bug elsewhere wrote this stream's row of offset 7 without moving the position: under
+    // partition 0, where the pipeline writes its rows.
+    table.apply(co::partition_id{0}, co::offset{7}, order_event{77, 1, 7});
+    CHECK(table.applied_watermark(co::partition_id{1}) == std::nullopt);  // nothing goes to 1
     order_log again = make_log(10, 10);
     named_partition_log src(again, co::partition_id{named});
     tx_pipeline restarted(src, sink, co::settings{.batch_size = 4});

@@ -454,7 +454,8 @@ void check_capabilities(report& r, const conformance_options& o = {}) {
     detail::check_offset_guarded<F>(r);
   else
     r.not_run.push_back("OffsetGuarded: not declared by the sink");
-  if constexpr (has_capability_v<sink_t, Transactional> && transactional_sink<sink_t>)
+  if constexpr (has_capability_v<sink_t, Transactional> &&
+                (transactional_sink<sink_t> || partitioned_transactional_sink<sink_t>))
     detail::check_transactional<F>(r);
   else
     r.not_run.push_back("Transactional: not declared by the sink");

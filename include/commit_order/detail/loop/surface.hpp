@@ -283,12 +283,13 @@ class pipeline_impl {
   }
 
   /// Partition `k`'s read and committed positions, the sink's applied watermark for it and the
-  /// source's end.
+  /// source's end. A single-partition pipeline answers for its one partition whatever `k` is
+  /// (its rows, like its position, are partition 0's in the sink).
   [[nodiscard]] commit_order::progress progress(partition_id k = partition_id{0}) const {
     commit_order::progress p{read_position(k), committed_position(k), std::nullopt, source_->end(k),
                              k};
     if constexpr (SinkPart::has_watermark) {
-      p.applied_watermark = sink_->applied_watermark(k);
+      p.applied_watermark = sink_->applied_watermark(partitioned ? k : partition_id{0});
       p.reports_watermark = true;
       if constexpr (!facts.may_lose()) {
         // A position made durable only after the write vouches for everything before it,
