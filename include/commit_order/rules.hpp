@@ -692,7 +692,8 @@ struct out_of_order_needs_offset_guard final {
 /// (`retry<N>`) or the world (`retry_world<N>`) failed it. A write inside a sink transaction is
 /// retried by re-running the rolled-back unit, which is safe because it was rolled back: a
 /// commit whose outcome is unknown (outcome_unknown) is never retried, the pipeline stops and
-/// recovery reads where the unit ended.
+/// recovery reads where the unit ended. Handed to an executor, a Transactional sink's writes
+/// run outside any transaction (R14 keeps the policy's out), so its exemption does not hold.
 struct retry_needs_idempotent_sink final {
   static constexpr std::string_view id = "R16";
   static constexpr std::string_view message =
@@ -705,7 +706,7 @@ struct retry_needs_idempotent_sink final {
       (C::error_handling_type::retries > 0 ||
        commit_order::detail::world_retries_v<typename C::error_handling_type> > 0) &&
       !policy_facts_v<typename C::policy_type>.uses_transaction &&
-      !has_capability_v<typename C::sink_type, Transactional> &&
+      !(has_capability_v<typename C::sink_type, Transactional> && !C::has_executor) &&
       !has_capability_v<typename C::sink_type, Idempotent> &&
       !has_capability_v<typename C::sink_type, DuplicatesHarmless>;
 };

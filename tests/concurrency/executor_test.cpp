@@ -54,6 +54,27 @@ static_assert(std::is_same_v<
               co::verdict_t<order_log, co::memory::synchronized<upsert_table>, co::AtLeastOnce<>,
                             co::with_store<store>, co::with_executor<executor>>,
               co::rules::out_of_order_needs_offset_guard>);
+// A Transactional sink's retried write is safe because the unit it is in was rolled back; handed
+// to an executor, the write runs outside any transaction, and a retry after a write that landed
+// keeps both (R16), as for any sink without transactions.
+struct concurrent_tx_append_sink {
+  using row_type = order_event;
+  using capabilities = co::capabilities<co::Transactional, co::Concurrent, co::Volatile>;
+  void apply(co::offset, const order_event&) {}
+  void begin() {}
+  void commit() {}
+  void rollback() {}
+  void store_position(co::position) {}
+  std::optional<co::position> load_position() const { return std::nullopt; }
+};
+static_assert(std::is_same_v<co::verdict_t<order_log, concurrent_tx_append_sink, co::AtMostOnce<>,
+                                           co::with_store<store>, co::with_executor<executor>,
+                                           co::with_error_handling<co::retry<1>>>,
+                             co::rules::retry_needs_idempotent_sink>);
+static_assert(co::can_make_pipeline<order_log, concurrent_tx_append_sink, co::AtMostOnce<>,
+                                    co::with_store<store>, co::with_error_handling<co::retry<1>>>);
+static_assert(co::can_make_pipeline<order_log, concurrent_tx_append_sink, co::AtMostOnce<>,
+                                    co::with_store<store>, co::with_executor<executor>>);
 
 TEST_CASE("out-of-order completion: the position stops at the lowest incomplete record") {
   order_log log = make_log(15, 15);
