@@ -82,7 +82,10 @@ std::size_t run_policy_matrix_over(const std::string& where) {
       ct::detail::policy_name<Policy>() + (where.empty() ? "" : ", 2 partitions");
   std::cout << ct::detail::policy_name<Policy>() << " (" << guarantee::name << ")"
             << (where.empty() ? "" : ", 2 partitions") << "\n";
-  for (const auto& [name, c] : results) {
+  for (const auto& result : results) {
+    // Not a structured binding: clang 14 cannot capture one in doctest's macros.
+    const std::string& name = result.first;
+    const auto& c = result.second;
     print(name, c);
     scenarios += figure(c, "crashes");
     INFO(name);
