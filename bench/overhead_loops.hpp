@@ -50,13 +50,13 @@ inline void handwritten_loop<Policy, Access>::unit(Records records) {
   table_t& t = table();
   const co::position end = co::position::after(records.back().source_offset);
   if constexpr (std::is_same_v<Policy, co::AtMostOnce<>>) {
-    st().commit(end);
+    st().commit(commit_order::partition_id{0}, end);
     for (const auto& r : records)
       t.apply(commit_order::partition_id{0}, r.source_offset, r.event);
   } else if constexpr (std::is_same_v<Policy, co::AtLeastOnce<>>) {
     for (const auto& r : records)
       t.apply(commit_order::partition_id{0}, r.source_offset, r.event);
-    st().commit(end);
+    st().commit(commit_order::partition_id{0}, end);
   } else {
     t.begin();
     try {

@@ -384,7 +384,7 @@ class lane {
 
   void prepare(Table& table, store& st, std::int64_t pos) const {
     if constexpr (uses_store) {
-      st.commit(co::position{pos});
+      st.commit(co::partition_id{0}, co::position{pos});
     } else {
       table.begin();
       table.store_position(co::partition_id{0}, co::position{pos});
@@ -399,7 +399,7 @@ class lane {
       return pipeline_t(src, table, settings());
     }
   }
-  static std::int64_t stored(const Table& table, const store& st) {
+  static std::int64_t stored(const Table& table, store& st) {
     if constexpr (uses_store) {
       return st.load().value_or(co::position{0}).value();
     } else {

@@ -177,7 +177,7 @@ struct world {
   [[noreturn]] void fail(const std::string& what) {
     throw schedule_failure{what + "\n    schedule: " + story.str()};
   }
-  std::optional<co::position> stored(co::partition_id k) const {
+  std::optional<co::position> stored(co::partition_id k) {
     return transactional ? table.load_position(k) : store.load(k);
   }
   void append(co::partition_id k, std::int64_t account) {

@@ -40,7 +40,7 @@ using pipeline_t = co::pipeline<reading_log, readings_table, co::AtLeastOnce<>,
 
 static_assert(co::fingerprinted_source<reading_log>);
 static_assert(co::fingerprint_store<co::file::position_store>);
-static_assert(co::fingerprint_store<co::memory::position_store<>>);
+static_assert(co::fingerprinting_position_store<co::memory::position_store<>>);
 
 void write_log(const std::filesystem::path& dir, std::int64_t n, std::int64_t salt) {
   std::filesystem::remove_all(dir);

@@ -132,7 +132,7 @@ class acking_store final {
   explicit acking_store(acknowledgements& ack, Args&&... args)
       : store_(std::forward<Args>(args)...), ack_(&ack) {}
 
-  [[nodiscard]] std::optional<co::position> load() const { return store_.load(); }
+  [[nodiscard]] std::optional<co::position> load() { return store_.load(); }
   void commit(co::position p) {
     ack_->commits_begun.push_back(p);
     if constexpr (co::position_store<Store>)
@@ -287,7 +287,7 @@ recovery recover_and_finish(const fs::path& root, const acknowledgements& ack,
     f.problems.push_back("the position database: integrity_check: " + verdict);
   acknowledgements ignored;
   with_pipeline<Policy, SinkPart, StorePart>(
-      ignored, root, batch, [&](auto& p, auto& sink, const auto* store) {
+      ignored, root, batch, [&](auto& p, auto& sink, auto* store) {
         if (const auto verdict = power_loss::integrity(sink.database()); verdict != "ok")
           f.problems.push_back("integrity_check: " + verdict);
         if constexpr (StorePart::none)

@@ -34,11 +34,11 @@ struct stubborn_store {
   using capabilities = co::capabilities<co::Volatile>;
   store* inner;
   int fail_commits = 0;
-  std::optional<co::position> load() const { return inner->load(); }
+  std::optional<co::position> load() { return inner->load(); }
   void commit(co::position p) {
     if (fail_commits > 0 && fail_commits-- > 0)
       throw std::runtime_error("store unavailable");
-    inner->commit(p);
+    inner->commit(co::partition_id{0}, p);
   }
 };
 }  // namespace

@@ -119,8 +119,8 @@ TEST_CASE("memory table: a rolled-back transaction leaves rows and position unto
 TEST_CASE("memory position store: load what was committed") {
   store s;
   CHECK_FALSE(s.load().has_value());
-  s.commit(co::position{4});
-  s.commit(co::position{9});
+  s.commit(co::partition_id{0}, co::position{4});
+  s.commit(co::partition_id{0}, co::position{9});
   CHECK(s.load() == co::position{9});
   CHECK(s.commits() == 2);
 }

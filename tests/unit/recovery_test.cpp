@@ -91,7 +91,7 @@ TEST_CASE("a stored position beyond the source's end is an error too") {
   order_log log = make_log(5, 5);
   guarded_table table;
   store st;
-  st.commit(co::position{9});
+  st.commit(co::partition_id{0}, co::position{9});
   alo_pipeline p(log, table, st);
   try {
     p.recover();

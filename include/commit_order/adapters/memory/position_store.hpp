@@ -3,8 +3,10 @@
 //
 // Part of the testing kit. It outlives the pipeline that uses it, so a test can "crash" the
 // pipeline (destroy it mid-batch) and recover a new one from what the store kept. It keeps one
-// position per partition (`load(k)`, `commit(k, p)`); `load()` and `commit(p)` are partition
-// 0's, for a single-partition stream. `Durability` is the level it claims, for rules R9a-c.
+// position per partition (`load(k)`, `commit(k, p)`), with the fingerprint of the record each
+// was committed after when it is given one (`commit(k, p, f)`, `loaded_fingerprint()`); a
+// single-partition pipeline keeps partition 0's. `Durability` is the level it claims, for rules
+// R9a-c.
 #pragma once
 
 #include <cstddef>
@@ -22,35 +24,41 @@ class position_store final {
  public:
   using capabilities = commit_order::capabilities<Durability>;
 
-  [[nodiscard]] std::optional<position> load(partition_id k) const {
+  /// Partition k's position (partition 0's without an argument); the fingerprint stored with
+  /// it is then loaded_fingerprint().
+  [[nodiscard]] std::optional<position> load(partition_id k = partition_id{0}) {
     const auto it = stored_.find(k);
-    return it == stored_.end() ? std::nullopt : std::optional{it->second};
+    if (it == stored_.end()) {
+      loaded_.reset();
+      return std::nullopt;
+    }
+    loaded_ = it->second.fingerprint;
+    return it->second.at;
   }
 
   void commit(partition_id k, position p) {
-    stored_[k] = p;
+    stored_[k] = slot{p, std::nullopt};
     ++commits_;
   }
-
-  [[nodiscard]] std::optional<position> load() const { return load(partition_id{0}); }
-  void commit(position p) {
-    commit(partition_id{0}, p);
-    fingerprint_.reset();
+  /// With the fingerprint of the record `p` follows.
+  void commit(partition_id k, position p, std::uint64_t fingerprint) {
+    stored_[k] = slot{p, fingerprint};
+    ++commits_;
   }
-
-  /// Partition 0's position with the fingerprint of the record it was committed after.
-  void commit(position p, std::uint64_t fingerprint) {
-    commit(partition_id{0}, p);
-    fingerprint_ = fingerprint;
-  }
-  [[nodiscard]] std::optional<std::uint64_t> load_fingerprint() const { return fingerprint_; }
+  /// The fingerprint stored with the position the last load() returned (none when it was
+  /// stored without one).
+  [[nodiscard]] std::optional<std::uint64_t> loaded_fingerprint() const noexcept { return loaded_; }
 
   /// How many commits were made: the write load a commit trigger puts on the store.
   [[nodiscard]] std::size_t commits() const noexcept { return commits_; }
 
  private:
-  std::map<partition_id, position> stored_;
-  std::optional<std::uint64_t> fingerprint_;
+  struct slot {
+    position at;
+    std::optional<std::uint64_t> fingerprint;
+  };
+  std::map<partition_id, slot> stored_;
+  std::optional<std::uint64_t> loaded_;
   std::size_t commits_ = 0;
 };
 
