@@ -8,13 +8,13 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "commit_order/detail/iterator.hpp"
 #include "commit_order/offset.hpp"
 #include "commit_order/record.hpp"
 
@@ -26,7 +26,7 @@ using batch_t = decltype(std::declval<S&>().poll(std::size_t{}));
 
 namespace detail {
 // std::ranges' range concepts, from ranges::begin, end and size and the iterator concepts alone
-// (detail/iterator.hpp): <ranges> adds the views and adaptors, which nothing here uses, to every
+// (<iterator>): <ranges> adds the views and adaptors, which nothing here uses, to every
 // translation unit. Each is defined as the standard defines its namesake.
 template <class R>
 using iterator_of = decltype(std::ranges::begin(std::declval<R&>()));

@@ -9,10 +9,10 @@
 // rule. `counting_observer` counts every event, which is what tests and dashboards usually want.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string_view>
 
-#include "commit_order/detail/chrono.hpp"
 #include "commit_order/offset.hpp"
 
 namespace commit_order {

@@ -6,11 +6,11 @@
 // Each has a default that costs nothing, so the plain form compiles to the hand-written loop.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <type_traits>
 
-#include "commit_order/detail/chrono.hpp"
 #include "commit_order/offset.hpp"
 #include "commit_order/part_checks.hpp"
 

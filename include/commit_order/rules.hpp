@@ -15,6 +15,7 @@
 // case for every id (tests/compile_fail/cases.cmake).
 #pragma once
 
+#include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <optional>
@@ -23,7 +24,6 @@
 
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
-#include "commit_order/detail/chrono.hpp"
 #include "commit_order/faults.hpp"
 #include "commit_order/key.hpp"
 #include "commit_order/observer.hpp"

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <exception>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -21,7 +22,6 @@
 #include <vector>
 
 #include "commit_order/concepts.hpp"
-#include "commit_order/detail/iterator.hpp"
 #include "commit_order/detail/loop/partition_table.hpp"
 #include "commit_order/detail/loop/traits.hpp"
 #include "commit_order/errors.hpp"

@@ -6,12 +6,12 @@
 // compile time: a pipeline without the ability compiles to the same instructions as before.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <type_traits>
 
 #include "commit_order/capabilities.hpp"
 #include "commit_order/concepts.hpp"
-#include "commit_order/detail/chrono.hpp"
 #include "commit_order/detail/loop/parts.hpp"
 #include "commit_order/options.hpp"
 #include "commit_order/policy.hpp"

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <optional>
@@ -16,7 +17,6 @@
 #include <utility>
 #include <vector>
 
-#include "commit_order/detail/chrono.hpp"
 #include "commit_order/detail/loop/surface.hpp"
 
 namespace commit_order::detail {
