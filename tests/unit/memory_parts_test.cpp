@@ -125,6 +125,28 @@ TEST_CASE("memory position store: load what was committed") {
   CHECK(s.commits() == 2);
 }
 
+TEST_CASE("memory position store: a fingerprint goes with its partition's position") {
+  store s;
+  s.commit(co::partition_id{0}, co::position{4}, 0xA0);
+  s.commit(co::partition_id{1}, co::position{7});
+  s.commit(co::partition_id{2}, co::position{2}, 0xC2);
+
+  CHECK(s.load(co::partition_id{0}) == co::position{4});
+  CHECK(s.loaded_fingerprint() == std::uint64_t{0xA0});
+  CHECK(s.load(co::partition_id{1}) == co::position{7});
+  CHECK_FALSE(s.loaded_fingerprint().has_value());  // stored without one
+  CHECK(s.load(co::partition_id{2}) == co::position{2});
+  CHECK(s.loaded_fingerprint() == std::uint64_t{0xC2});
+  CHECK_FALSE(s.load(co::partition_id{3}).has_value());
+  CHECK_FALSE(s.loaded_fingerprint().has_value());  // nothing loaded: no stale fingerprint
+
+  // A later commit without a fingerprint drops the one the position no longer follows.
+  s.commit(co::partition_id{0}, co::position{5});
+  CHECK(s.load(co::partition_id{0}) == co::position{5});
+  CHECK_FALSE(s.loaded_fingerprint().has_value());
+  CHECK(s.commits() == 4);
+}
+
 namespace {
 
 struct part_event {
