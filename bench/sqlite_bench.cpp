@@ -283,17 +283,20 @@ bool verify_config() {
     const auto library = statements_of<pipeline_case<P, S>>(batch, records);
     const auto twin = statements_of<handwritten_case<P, S>>(batch, records);
     // The trace must have seen the loop itself, not only an empty or set-up-only run: one
-    // upsert per record and one position upsert per batch, on the sink's connection (the
-    // AtLeastOnce store shares it).
+    // upsert per record and one position write per batch, on the sink's connection (the
+    // AtLeastOnce store shares it): an owner's update under TransactionalPosition, the
+    // store's upsert under AtLeastOnce.
     const std::size_t units = (records + batch - 1) / batch;
     const std::size_t rows = count_of(library, "1: INSERT INTO \"orders_flat\"");
-    const std::size_t positions = count_of(library, "1: INSERT INTO \"commit_order_positions\"",
-                                           "DO UPDATE SET position = excluded.position");
+    const std::size_t positions =
+        count_of(library, "1: INSERT INTO \"commit_order_positions\"",
+                 "DO UPDATE SET position = excluded.position") +
+        count_of(library, "1: UPDATE \"commit_order_positions\" SET position = ");
     const std::string verdict = compare(library, twin);
     const bool seen = rows == units * batch && positions == units;
     std::printf(
         "%-22s %-6s batch %-4zu %5zu statements (%zu row upserts, %zu position "
-        "upserts): %s%s\n",
+        "writes): %s%s\n",
         name(P), name(S), batch, library.size(), rows, positions, verdict.c_str(),
         seen ? "" : "  -- the trace MISSED the loop's statements");
     ok = ok && verdict == "same" && seen;

@@ -123,7 +123,12 @@ inline constexpr const char* load_position =
     "SELECT position, owner_epoch, bound_to, CASE WHEN fingerprint_position IS position THEN "
     "fingerprint END FROM \"commit_order_positions\" WHERE stream = ?1 AND "
     "topic = ?2 AND \"partition\" = ?3";
-// Fenced: the write only lands while the row's owner epoch is the writer's.
+// Fenced: the write only lands while the row's owner epoch is the writer's. An owner's write
+// (epoch above 0, after its claim made the row) only updates.
+inline constexpr const char* store_claimed_position =
+    "UPDATE \"commit_order_positions\" SET position = ?4, fingerprint = ?6, fingerprint_position "
+    "= ?4 WHERE stream = ?1 AND topic = ?2 AND \"partition\" = ?3 AND owner_epoch = ?5";
+// Epoch 0 (no claim): the first write makes the row.
 inline constexpr const char* store_position =
     "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch, "
     "fingerprint, fingerprint_position) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?4) ON CONFLICT (stream, "
@@ -437,6 +442,7 @@ inline sqlite3* claim_and_stream_tables(raw_connection& c) {
 struct raw_positions {
   raw_statement load;
   raw_statement store;
+  raw_statement store_claimed;
   raw_statement store_bound;
   raw_statement reserve;
   raw_statement claim;
@@ -444,11 +450,12 @@ struct raw_positions {
   explicit raw_positions(raw_connection& c)
       : load(position_table(c), sql::load_position)
       , store(c.get(), sql::store_position)
+      , store_claimed(c.get(), sql::store_claimed_position)
       , store_bound(c.get(), sql::store_bound_position)
       , reserve(c.get(), sql::reserve_position)
       , claim(c.get(), sql::claim_next) {
-    for (sqlite3_stmt* s :
-         {load.get(), store.get(), store_bound.get(), reserve.get(), claim.get()}) {
+    for (sqlite3_stmt* s : {load.get(), store.get(), store_claimed.get(), store_bound.get(),
+                            reserve.get(), claim.get()}) {
       sqlite3_bind_text(s, 1, sql::stream, -1, SQLITE_STATIC);
       sqlite3_bind_text(s, 2, sql::topic, -1, SQLITE_STATIC);
     }
@@ -508,12 +515,13 @@ struct raw_positions {
 
   /// The fenced upsert: a row owned by another epoch changes nothing, and that is a failure.
   void write(sqlite3* db, std::int64_t position) {
-    sqlite3_stmt* s = store.get();
+    raw_statement& statement = epoch == 0 ? store : store_claimed;
+    sqlite3_stmt* s = statement.get();
     sqlite3_bind_int64(s, 3, 0);
     sqlite3_bind_int64(s, 4, position);
     sqlite3_bind_int64(s, 5, epoch);
     sqlite3_bind_null(s, 6);  // no fingerprint: a single-partition source has none to give
-    store.run();
+    statement.run();
     if (sqlite3_changes(db) != 1) [[unlikely]]
       throw std::runtime_error("sqlite_bench: fenced: another owner holds the position row");
   }

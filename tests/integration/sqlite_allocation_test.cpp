@@ -210,12 +210,11 @@ class raw_statement final {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-// Partition 0's row of the stream's positions, written only while the row's owner is ours.
+// Partition 0's row of the stream's positions, written only while the row's owner is ours
+// (the claim made the row: an owner's write only updates it).
 const std::string position_sql =
-    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch)"
-    " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET"
-    " position = excluded.position WHERE \"commit_order_positions\".owner_epoch ="
-    " excluded.owner_epoch";
+    "UPDATE \"commit_order_positions\" SET position = ?4 WHERE stream = ?1 AND topic = ?2 AND"
+    " \"partition\" = ?3 AND owner_epoch = ?5";
 
 // A position store's write: bound to the data table the pipeline's sink names.
 const std::string bound_position_sql =

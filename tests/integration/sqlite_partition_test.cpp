@@ -429,6 +429,45 @@ TEST_CASE("positions per partition: claim raises or fences, store changes one ro
   CHECK(parts[0].stored == co::position{12});
 }
 
+TEST_CASE("a position row deleted under its owner is fenced at the next store, not recreated") {
+  // An operator deletes a partition's row while its owner runs (to reset it, or by mistake).
+  // The owner's next store names an epoch nobody holds any more: it is fenced, as PostgreSQL
+  // and the memory table fence it. Until this test SQLite recreated the row owned by the
+  // stale epoch, so the deletion was silently undone by whoever wrote next.
+  scratch_dir dir;
+  const sq::sink_options options{.stream = "flat", .topic = "orders"};
+  guarded_t a(dir / "db.sqlite", options);
+  a.begin();
+  CHECK(a.claim(part(0), co::epoch{5}) == std::nullopt);
+  a.store_position(part(0), co::position{10}, co::epoch{5});
+  a.commit();
+  a.database().exec("DELETE FROM commit_order_positions WHERE \"partition\" = 0");
+  a.begin();
+  CHECK(a.apply(part(0), co::offset{10}, order(1, 100, 1)) == co::write_outcome::applied);
+  try {
+    a.store_position(part(0), co::position{11}, co::epoch{5});
+    FAIL("a position was stored for a row nobody owns");
+  } catch (const co::fenced& e) {
+    CHECK(e.mine() == co::epoch{5});
+    CHECK(e.current() == co::epoch{0});
+    CHECK(e.partition() == part(0));
+  }
+  a.rollback();
+  CHECK(a.load_position(part(0)) == std::nullopt);
+  CHECK(rows_of(a.database()).empty());
+  // A new claim makes the row again; an unclaimed sink (epoch 0) still makes its own.
+  a.begin();
+  CHECK(a.claim(part(0), co::epoch{6}) == std::nullopt);
+  a.store_position(part(0), co::position{11}, co::epoch{6});
+  a.commit();
+  CHECK(a.load_position(part(0)) == co::position{11});
+  guarded_t unclaimed(dir / "other.sqlite", options);
+  unclaimed.begin();
+  unclaimed.store_position(part(0), co::position{3});
+  unclaimed.commit();
+  CHECK(unclaimed.load_position(part(0)) == co::position{3});
+}
+
 TEST_CASE("the SQLite position store keeps a position per partition, fenced by an owner") {
   scratch_dir dir;
   sq::position_store<> store(dir / "db.sqlite", sq::store_options{.stream = "flat"});

@@ -475,6 +475,33 @@ TEST_CASE("a claim that commits while a unit is buffered fences the unit at its 
   CHECK(zombie.load_position(p1) == std::nullopt);
 }
 
+TEST_CASE("a position row deleted under its owner is fenced at commit, not recreated") {
+  // The same judgement as SQLite's and the memory table's: an owner's store names an epoch
+  // nobody holds once an operator deleted the row; nothing of its unit is committed.
+  const std::string schema = fresh_schema(conninfo(), "t_deleted_row");
+  guarded<> owner(conninfo(), in_schema(schema));
+  owner.begin();
+  owner.claim(p0, co::epoch{3});
+  owner.store_position(p0, co::position{10}, co::epoch{3});
+  owner.commit();
+  client c(conninfo(), schema);
+  c.exec("DELETE FROM commit_order_positions");
+  owner.begin();
+  owner.apply(p0, co::offset{10}, ev(10, 1));
+  owner.store_position(p0, co::position{11}, co::epoch{3});
+  try {
+    owner.commit();
+    FAIL("a position was stored for a row nobody owns");
+  } catch (const co::fenced& e) {
+    CHECK(e.mine() == co::epoch{3});
+    CHECK(e.current() == co::epoch{0});
+    CHECK(e.partition() == p0);
+  }
+  owner.rollback();
+  CHECK(c.count("orders_flat") == 0);
+  CHECK(owner.load_position(p0) == std::nullopt);
+}
+
 TEST_CASE("the partition count is recorded at the first claim, the era is an operator's") {
   const std::string schema = fresh_schema(conninfo(), "t_stream");
   guarded<> sink(conninfo(), in_schema(schema));

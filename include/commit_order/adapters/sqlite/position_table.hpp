@@ -60,11 +60,18 @@ class position_table final {
     const std::string key = "stream = ?1 AND topic = ?2 AND \"partition\" = ?3";
     load_.emplace(db.prepare(concat("SELECT position, owner_epoch, bound_to, ", fingerprint_sql,
                                     " FROM ", table_, " WHERE ", key)));
-    // The WHERE makes the write conditional on ownership: a stale owner's upsert changes no
+    // The WHERE makes the write conditional on ownership: a stale owner's write changes no
     // row, which is how it learns it was fenced, inside the transaction it must roll back.
     // The fingerprint is stored with the position it belongs to: a writer that moves the
     // position and knows nothing of fingerprints (a position store, an earlier version of this
     // library) leaves a fingerprint that no longer matches the position, and none is returned.
+    // An owner's write (epoch above 0) only updates: its claim made the row, so a missing row
+    // was deleted under it, and recreating it would write a position nobody claimed.
+    store_claimed_.emplace(db.prepare(concat(
+        "UPDATE ", table_,
+        " SET position = ?4, fingerprint = ?6, fingerprint_position = ?4 WHERE stream = ?1 AND"
+        " topic = ?2 AND \"partition\" = ?3 AND owner_epoch = ?5")));
+    // Epoch 0 is a sink used without claims: its first write makes the row.
     store_.emplace(db.prepare(concat(
         "INSERT INTO ", table_,
         " (stream, topic, \"partition\", position, owner_epoch, fingerprint, fingerprint_position)"
@@ -109,7 +116,8 @@ class position_table final {
         "INSERT INTO ", table_,
         " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3,"
         " NULL, 0, ?4) ON CONFLICT (stream, topic, \"partition\") DO NOTHING")));
-    for (statement* s : {&*load_, &*store_, &*store_bound_, &*claim_, &*claim_next_, &*reserve_}) {
+    for (statement* s : {&*load_, &*store_, &*store_claimed_, &*store_bound_, &*claim_,
+                         &*claim_next_, &*reserve_}) {
       s->bind(1, stream_);
       s->bind(2, topic_);
     }
@@ -132,13 +140,14 @@ class position_table final {
     return row;
   }
 
-  /// Writes `p` for partition `k` while its owner is `e` (or creates the row owned by `e`),
-  /// with the fingerprint of the record `p` follows (none: the row keeps none); throws `fenced`
-  /// when another owner holds it. Changes exactly one row or throws.
+  /// Writes `p` for partition `k` while its owner is `e`, with the fingerprint of the record
+  /// `p` follows (none: the row keeps none); throws `fenced` when another owner holds it or,
+  /// for a claimed epoch (above 0), when the row is gone. Epoch 0 (no claim) creates the row.
+  /// Changes exactly one row or throws.
   void store(partition_id k, position p, epoch e,
              std::optional<std::uint64_t> fingerprint = std::nullopt) {
     {
-      statement& s = *store_;
+      statement& s = e == epoch{0} ? *store_ : *store_claimed_;
       reset_on_exit reset(s);
       s.bind(3, k.value());
       s.bind(4, p.value());
@@ -406,6 +415,7 @@ class position_table final {
   std::string bound_to_;
   std::optional<statement> load_;
   std::optional<statement> store_;
+  std::optional<statement> store_claimed_;
   std::optional<statement> store_bound_;
   std::optional<statement> reserve_;
   std::optional<statement> claim_;
