@@ -696,3 +696,71 @@ TEST_CASE("a repartitioned key: the offset guard refuses it, the version guard t
   CHECK(c.integer("SELECT source_partition FROM orders_flat WHERE order_id = 1") == 1);
   CHECK(c.integer("SELECT event_seq FROM orders_flat WHERE order_id = 2") == 1);
 }
+
+TEST_CASE("the version guard survives a repartition: a new partition count is recorded") {
+  // Orders 0..5, first over 2 partitions (order i in partition i % 2); then the topic gets a
+  // third partition and every order's second event hashes anew (partition i % 3). The old
+  // partitions keep their records and offsets, as a broker's do. Until this test, the
+  // PostgreSQL sink refused the new count under the version guard too, stopping a consumer
+  // that docs/adapters.md says survives repartitioning.
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_repartition_count");
+  plog before(2);
+  plog after(3);
+  for (std::int64_t id = 0; id < 6; ++id) {
+    const auto old_partition = co::partition_id{static_cast<std::int32_t>(id % 2)};
+    before.append(old_partition, order_event{id, 100 + id, id * 10 + 1, 1});
+    after.append(old_partition, order_event{id, 100 + id, id * 10 + 1, 1});
+  }
+  for (std::int64_t id = 0; id < 6; ++id)
+    after.append(co::partition_id{static_cast<std::int32_t>(id % 3)},
+                 order_event{id, 100 + id, id * 10 + 2, 2});
+
+  const auto consume = [&]<class Sink>(Sink& sink) {
+    using pipeline_t = co::pipeline<pconsumer, Sink, co::TransactionalPosition<>>;
+    {
+      auto source = before.make_consumer({co::partition_id{0}, co::partition_id{1}});
+      pipeline_t p(source, sink, co::settings{.batch_size = 4});
+      CHECK(p.run() == 6);
+    }
+    CHECK(sink.partition_count() == 2);
+    auto source =
+        after.make_consumer({co::partition_id{0}, co::partition_id{1}, co::partition_id{2}});
+    pipeline_t p(source, sink, co::settings{.batch_size = 4});
+    return p.run();
+  };
+
+  versioned<> sink(conninfo(), in_schema(schema, "version_guard"));
+  CHECK(consume(sink) == 6);
+  CHECK(sink.partition_count() == 3);
+  client c(conninfo(), schema);
+  const auto rows = table_of(c);
+  REQUIRE(rows.size() == 6);
+  for (const auto& [id, row] : rows)
+    CHECK(row.event_seq == 2);
+  // The partition-scoped offset guard cannot compare the moved keys' offsets: refused at claim.
+  c.exec("DROP TABLE orders_flat");
+  guarded<> refused(conninfo(), in_schema(schema, "offset_guard"));
+  CHECK_THROWS_AS(consume(refused), co::partition_count_changed);
+}
+
+TEST_CASE("the operator accepts a new partition count by naming it, outside a transaction") {
+  const std::string schema = fresh_schema(conninfo(), "t_pipeline_accept_count");
+  guarded<> sink(conninfo(), in_schema(schema, "offset_guard"));
+  // Naming the count before any claim records it: a claim that sees another one fails.
+  sink.accept_partition_count(3);
+  CHECK(sink.partition_count() == 3);
+  sink.begin();
+  CHECK_THROWS_AS(sink.check_partition_count(4), co::partition_count_changed);
+  sink.rollback();
+  sink.begin();
+  CHECK_NOTHROW(sink.check_partition_count(3));
+  CHECK_THROWS_AS(sink.accept_partition_count(4), std::logic_error);
+  sink.commit();
+  sink.accept_partition_count();
+  CHECK(sink.partition_count() == std::nullopt);
+  sink.accept_partition_count(4);
+  sink.begin();
+  CHECK_NOTHROW(sink.check_partition_count(4));
+  sink.commit();
+  CHECK(sink.partition_count() == 4);
+}

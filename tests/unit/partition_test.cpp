@@ -194,6 +194,43 @@ TEST_CASE("VersionGuarded survives a key moving partitions: the newer version wi
   CHECK(table.find({1})->row.version == 2);
 }
 
+TEST_CASE("VersionGuarded survives a repartition: the table records the new partition count") {
+  struct versioned {
+    std::int64_t id = 0;
+    std::int64_t version = 0;
+  };
+  using vtopic = co::memory::partitioned_log<versioned>;
+  using vtable = co::memory::table<
+      versioned, co::key<&versioned::id>,
+      co::capabilities<co::Idempotent, co::VersionGuarded<&versioned::version>, co::Transactional>>;
+  // Keys 0..5 over two partitions (key i in i % 2), then a third partition: every key's second
+  // version hashes anew (i % 3). The old partitions keep their records and offsets.
+  vtopic before(2);
+  vtopic after(3);
+  for (std::int64_t id = 0; id < 6; ++id) {
+    before.append(co::partition_id{static_cast<std::int32_t>(id % 2)}, versioned{id, 1});
+    after.append(co::partition_id{static_cast<std::int32_t>(id % 2)}, versioned{id, 1});
+  }
+  for (std::int64_t id = 0; id < 6; ++id)
+    after.append(co::partition_id{static_cast<std::int32_t>(id % 3)}, versioned{id, 2});
+  vtable table;
+  using pipeline_t = co::pipeline<vtopic::consumer, vtable, co::TransactionalPosition<>>;
+  {
+    auto consumer = before.make_consumer({p0, p1});
+    pipeline_t p(consumer, table, co::settings{.batch_size = 4});
+    CHECK(p.run() == 6);
+  }
+  CHECK(table.partition_count() == 2);
+  auto consumer = after.make_consumer({p0, p1, p2});
+  pipeline_t p(consumer, table, co::settings{.batch_size = 4});
+  CHECK(p.run() == 6);
+  CHECK(table.partition_count() == 3);
+  for (std::int64_t id = 0; id < 6; ++id) {
+    REQUIRE(table.find({id}) != nullptr);
+    CHECK(table.find({id})->row.version == 2);
+  }
+}
+
 TEST_CASE("two consumers left at their defaults fence each other: the one started last wins") {
   order_log log = make_log(20, 5);
   guarded_tx_table table;
@@ -354,8 +391,12 @@ TEST_CASE("a changed partition count is refused at assign; the era is the way ou
     auto c = four.make_consumer({p0, p1, p2, p3});
     co::pipeline<topic::consumer, shared_table, co::TransactionalPosition<>> p(c, table);
     CHECK_THROWS_AS(p.recover(), co::partition_count_changed);
-    table.accept_partition_count();
+    // Naming another count than the claim sees is refused too; naming it, or none, resumes.
+    table.accept_partition_count(3);
+    CHECK_THROWS_AS(p.recover(), co::partition_count_changed);
+    table.accept_partition_count(4);
     CHECK_NOTHROW(p.recover());
+    CHECK(table.partition_count() == 4);
   }
   SUBCASE("a group deleted and recreated: fenced, then an explicit era bump resumes") {
     topic t = make_topic(1, 4, 2);

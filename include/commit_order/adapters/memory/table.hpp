@@ -283,17 +283,26 @@ requires(part_rules::require<part_rules::memory_idempotent_without_key,
   void bump_era() noexcept { ++era_; }
 
   /// Records the stream's partition count at the first claim; a different count later is
-  /// `partition_count_changed` (keys may have moved between partitions).
+  /// `partition_count_changed` (keys may have moved between partitions, and an offset guard
+  /// would compare offsets of unrelated partitions). A version-guarded table records the new
+  /// count instead: its guard does not depend on partitions.
   void check_partition_count(std::size_t n) requires transactional {
     require_transaction("check_partition_count()");
-    if (partition_count_ && *partition_count_ != n)
+    if (partition_count_ == n)
+      return;
+    if (partition_count_ && !version_guarded)
       throw partition_count_changed(*partition_count_, n);
-    if (!partition_count_)
-      staged_partition_count_ = n;
+    staged_partition_count_ = n;
+  }
+  /// The partition count recorded at the first claim (none before it).
+  [[nodiscard]] std::optional<std::size_t> partition_count() const noexcept {
+    return partition_count_;
   }
   /// The operator's acknowledgement of a repartitioned stream (after draining the old
   /// partitions): the next claim records the count it sees.
   void accept_partition_count() noexcept { partition_count_.reset(); }
+  /// The same, naming the new count: a claim that sees another one still fails.
+  void accept_partition_count(std::size_t n) noexcept { partition_count_ = n; }
 
   /// A run-time transaction limit, as a server setting would impose (0: none).
   [[nodiscard]] std::size_t max_transaction_rows() const noexcept { return runtime_max_rows_; }

@@ -77,6 +77,7 @@ struct position_sql final {
   static constexpr const char* era = "co_stream_era";
   static constexpr const char* bump_era = "co_stream_bump_era";
   static constexpr const char* accept_count = "co_stream_accept_count";
+  static constexpr const char* read_count = "co_stream_read_count";
 
   /// A claim's fingerprint: the one stored with the position the row holds, or none.
   static constexpr const char* fingerprint_returned =
@@ -160,16 +161,20 @@ struct position_sql final {
     db.prepare(count, concat("INSERT INTO ", s,
                              " AS t (stream, topic, era, partition_count) VALUES ($1, $2, 0, $3)"
                              " ON CONFLICT (stream, topic) DO UPDATE SET partition_count ="
-                             " COALESCE(t.partition_count, excluded.partition_count)"
+                             " CASE WHEN $4::boolean OR t.partition_count IS NULL"
+                             " THEN excluded.partition_count ELSE t.partition_count END"
                              " RETURNING partition_count"));
     db.prepare(era, concat("SELECT era FROM ", s, " WHERE stream = $1 AND topic = $2"));
     db.prepare(bump_era, concat("INSERT INTO ", s,
                                 " AS t (stream, topic, era, partition_count) VALUES ($1, $2, 1,"
                                 " NULL) ON CONFLICT (stream, topic) DO UPDATE SET era = t.era + 1"
                                 " RETURNING era"));
-    db.prepare(
-        accept_count,
-        concat("UPDATE ", s, " SET partition_count = NULL WHERE stream = $1 AND topic = $2"));
+    db.prepare(accept_count, concat("INSERT INTO ", s,
+                                    " AS t (stream, topic, era, partition_count) VALUES ($1, $2, 0,"
+                                    " $3::integer) ON CONFLICT (stream, topic) DO UPDATE SET"
+                                    " partition_count = excluded.partition_count"));
+    db.prepare(read_count,
+               concat("SELECT partition_count FROM ", s, " WHERE stream = $1 AND topic = $2"));
   }
 
   // Refuses a position table of an earlier layout that lacks `column` (create_tables is off, so

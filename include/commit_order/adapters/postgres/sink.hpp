@@ -426,18 +426,31 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     return r.rows() == 0 ? 0 : r.integer(0, 0);
   }
 
-  /// Inside a transaction: records the stream's partition count at the first claim; a
-  /// different count later throws `partition_count_changed`.
+  /// Inside a transaction (the pipeline's claim): records `n` at the first claim; a different
+  /// count later throws `partition_count_changed` -- keys may have moved between partitions,
+  /// and an offset guard would compare offsets of unrelated partitions. A version-guarded sink
+  /// records the new count instead: its guard does not depend on partitions.
   void check_partition_count(std::size_t n) {
     tx_.require("check_partition_count()");
     flush();
     std::string count;
     detail::append_integer(count, n);
-    const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), count.c_str()};
-    const result r = exec(detail::position_sql::count, 3, values);
+    const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), count.c_str(),
+                            Mode::version_guarded ? "true" : "false"};
+    const result r = exec(detail::position_sql::count, 4, values);
     const auto stored = static_cast<std::size_t>(r.integer(0, 0));
     if (stored != n)
       throw partition_count_changed(stored, n);
+  }
+
+  /// The partition count the stream's first claim recorded (none before it), read from the
+  /// server.
+  [[nodiscard]] std::optional<std::size_t> partition_count() {
+    const char* values[] = {options_.stream.c_str(), options_.topic.c_str()};
+    const result r = exec(detail::position_sql::read_count, 2, values);
+    if (r.rows() == 0 || r.is_null(0, 0))
+      return std::nullopt;
+    return static_cast<std::size_t>(r.integer(0, 0));
   }
 
   /// The operator's act when a consumer group was deleted and recreated (its generations
@@ -453,8 +466,16 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// partitions): the next claim records the count it sees. Outside a transaction.
   void accept_partition_count() {
     tx_.require_none("accept_partition_count()");
-    const char* values[] = {options_.stream.c_str(), options_.topic.c_str()};
-    exec(detail::position_sql::accept_count, 2, values);
+    const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), nullptr};
+    exec(detail::position_sql::accept_count, 3, values);
+  }
+  /// The same, naming the new count: a claim that sees another one still fails.
+  void accept_partition_count(std::size_t n) {
+    tx_.require_none("accept_partition_count()");
+    std::string count;
+    detail::append_integer(count, n);
+    const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), count.c_str()};
+    exec(detail::position_sql::accept_count, 3, values);
   }
 
   // ---- progress ------------------------------------------------------------------------------
