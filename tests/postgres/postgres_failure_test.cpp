@@ -6,6 +6,8 @@
 // (never dead-lettered, the position unmoved, the unit redone).
 #include <doctest/doctest.h>
 
+#include <sys/socket.h>
+
 #include <initializer_list>
 #include <string>
 #include <thread>
@@ -373,6 +375,34 @@ TEST_CASE("a connection the server ended between units is reopened and the unit 
   CHECK(sink.database().connects() == 2);
   CHECK(sink.load_position(p0) == co::position{10});
   CHECK(client(conninfo(), schema).count("orders_flat") == 10);
+}
+
+TEST_CASE("a network break between units is connection_lost: reopened, the unit sent again") {
+  // No answer from the server this time: the socket is shut down under libpq, which then fails
+  // to send the unit's pipeline. That is a lost connection like a terminated session, and the
+  // buffered unit -- none of which reached the server -- goes again on a new connection.
+  const std::string schema = fresh_schema(conninfo(), "t_network_break");
+  guarded<> sink(conninfo(), in_schema(schema));
+  sink.begin();
+  sink.claim(p0, co::epoch{1});
+  sink.commit();
+  REQUIRE(::shutdown(PQsocket(sink.database().get()), SHUT_RDWR) == 0);
+  sink.begin();
+  for (std::int64_t i = 0; i < 10; ++i)
+    sink.apply(p0, co::offset{i}, ev(i, 1));
+  sink.store_position(p0, co::position{10});
+  sink.commit();
+  CHECK(sink.database().connects() == 2);
+  CHECK(sink.load_position(p0) == co::position{10});
+  CHECK(client(conninfo(), schema).count("orders_flat") == 10);
+
+  // A call on a connection already gone is connection_lost too (it was a plain
+  // infrastructure_error, which a caller that reopens on connection_lost would not reopen).
+  REQUIRE(::shutdown(PQsocket(sink.database().get()), SHUT_RDWR) == 0);
+  CHECK_THROWS_AS(sink.database().exec("SELECT 1"), pg::connection_lost);
+  sink.database().drop();
+  CHECK_THROWS_AS(sink.database().exec("SELECT 1"), pg::connection_lost);
+  CHECK_THROWS_AS(sink.database().send("SELECT 1"), pg::connection_lost);
 }
 
 TEST_CASE("a connection lost inside a transaction fails it and is reopened by the next one") {

@@ -674,8 +674,8 @@ class connection final {
     const std::string why = conn_ ? detail::trimmed(PQerrorMessage(conn_.get())) : "no connection";
     conn_.reset();
     queued_ = 0;
-    throw infrastructure_error("08006", detail::concat("the connection failed (", doing, "): ", why,
-                                                       "; it is reopened next time"));
+    throw connection_lost("08006", detail::concat("the connection failed (", doing, "): ", why,
+                                                  "; it is reopened next time"));
   }
   [[noreturn, gnu::cold, gnu::noinline]] void lost_with(const result& r) {
     const std::string why = r.message();
