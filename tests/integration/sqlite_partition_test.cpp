@@ -596,6 +596,12 @@ TEST_CASE("a changed partition count is refused at claim until the operator acce
   auto consumer4 = four.make_consumer({part(0), part(1), part(2), part(3)});
   transactional_t p4(consumer4, sink, co::settings{.batch_size = 4});
   CHECK_THROWS_AS(p4.recover(), co::partition_count_changed);
+  // An operator's act is its own transaction: inside a unit, a rollback would take it back.
+  sink.begin();
+  CHECK_THROWS_AS(sink.accept_partition_count(), std::logic_error);
+  CHECK_THROWS_AS(sink.accept_partition_count(4), std::logic_error);
+  CHECK_THROWS_AS(sink.bump_era(), std::logic_error);
+  sink.rollback();
   sink.accept_partition_count();
   p4.recover();
   CHECK(sink.partition_count() == 4);

@@ -417,14 +417,24 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
 
   /// The operator's way out when a consumer group was deleted and recreated (its generations
   /// restarted below the stored epochs, so every claim is fenced): raises the era by one and
-  /// returns it. Never automatic. Outside a transaction it commits on its own.
-  std::int64_t bump_era() { return streams_->bump_era(); }
+  /// returns it. Never automatic. Outside a transaction (std::logic_error inside one: a
+  /// rollback of the unit would silently take the operator's act back); commits on its own.
+  std::int64_t bump_era() {
+    require_no_transaction("bump_era()");
+    return streams_->bump_era();
+  }
 
   /// The operator's acknowledgement of a repartitioned stream, after draining its old
-  /// partitions: the next claim records the count it sees.
-  void accept_partition_count() { streams_->set_partition_count(std::nullopt); }
+  /// partitions: the next claim records the count it sees. Outside a transaction.
+  void accept_partition_count() {
+    require_no_transaction("accept_partition_count()");
+    streams_->set_partition_count(std::nullopt);
+  }
   /// The same, naming the new count: a claim that sees another one still fails.
-  void accept_partition_count(std::size_t n) { streams_->set_partition_count(n); }
+  void accept_partition_count(std::size_t n) {
+    require_no_transaction("accept_partition_count()");
+    streams_->set_partition_count(n);
+  }
 
   // ---- progress ----------------------------------------------------------------------------
 
@@ -509,6 +519,12 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     if (!db_.in_transaction())
       throw std::logic_error(
           detail::concat("commit_order::sqlite: ", what, " outside a transaction"));
+  }
+
+  void require_no_transaction(const char* what) const {
+    if (db_.in_transaction())
+      throw std::logic_error(
+          detail::concat("commit_order::sqlite: ", what, " inside a transaction"));
   }
 
   [[noreturn, gnu::cold, gnu::noinline]] void throw_broken() const {
