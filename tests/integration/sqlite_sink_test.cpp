@@ -744,6 +744,17 @@ TEST_CASE("a SQLite position store keeps the fingerprint of the record a positio
   store.database().exec("UPDATE commit_order_positions SET position = 20");
   CHECK(store.load(k) == co::position{20});
   CHECK_FALSE(store.loaded_fingerprint().has_value());
+
+  // A refused commit of a bound store leaves the last load's fingerprint as it was (as
+  // PostgreSQL's store does): the row is read again only to say why it was refused.
+  store.bind_to("orders_flat", "orders-topic");
+  store.commit(k, co::position{21}, 7);
+  CHECK(store.load(k) == co::position{21});
+  store.database().exec(
+      "UPDATE commit_order_positions SET owner_epoch = 3, fingerprint = 8,"
+      " fingerprint_position = position");
+  CHECK_THROWS_AS(store.commit(k, co::position{22}, 9), co::fenced);
+  CHECK(store.loaded_fingerprint() == 7);
 }
 
 TEST_CASE("the SQLite position store commits durably and respects an owner's claim") {

@@ -197,18 +197,20 @@ class position_table final {
       // A row bound to something else than a bound store's is another consumer's, whatever its
       // epoch: that is the blame (not a fencing, which says a newer copy of this consumer took
       // over). An unbound store can tell only when the epoch is its own.
+      // The check reads the row only to judge it: loaded_fingerprint() stays the last load's.
       if (!bound_to_.empty() || load(k).owner == e)
-        (void)load_bound(k, true);
+        (void)load_bound(k, true, false);
       throw_fenced(k, e);
     }
   }
 
  private:
-  std::optional<position> load_bound(partition_id k, bool check) {
+  std::optional<position> load_bound(partition_id k, bool check, bool note_fingerprint = true) {
     statement& s = *load_;
     reset_on_exit reset(s);
     s.bind(3, k.value());
-    loaded_fingerprint_.reset();
+    if (note_fingerprint)
+      loaded_fingerprint_.reset();
     if (!s.step())
       return std::nullopt;
     if (check && !s.column_is_null(2)) {
@@ -218,7 +220,8 @@ class position_table final {
       if (held != bound_to_) [[unlikely]]
         throw_bound_elsewhere(k, held);
     }
-    loaded_fingerprint_ = fingerprint_in(s, 3);
+    if (note_fingerprint)
+      loaded_fingerprint_ = fingerprint_in(s, 3);
     if (s.column_is_null(0))
       return std::nullopt;
     return position{s.column_int64(0)};
