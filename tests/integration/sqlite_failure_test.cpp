@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <commit_order/adapters/memory.hpp>
@@ -56,6 +57,16 @@ static_assert(std::is_base_of_v<co::infrastructure_error, sq::infrastructure_err
 static_assert(std::is_base_of_v<co::rollback_failed, sq::rollback_error>);
 static_assert(std::is_base_of_v<co::infrastructure_error, sq::durability_mismatch>);
 static_assert(!std::is_base_of_v<co::infrastructure_error, sq::record_error>);
+// One classified base for both SQL adapters (adapters/classified.hpp).
+static_assert(std::is_base_of_v<co::adapters::classified_failure, sq::infrastructure_error>);
+static_assert(std::is_base_of_v<co::adapters::classified_failure, sq::record_error>);
+static_assert(std::is_base_of_v<co::adapters::classified_failure, sq::rollback_error>);
+// A user's error derived from the adapter's, as before the shared base.
+struct users_error : sq::infrastructure_error {
+  using infrastructure_error::infrastructure_error;
+};
+static_assert(std::is_constructible_v<users_error, int, std::string_view>);
+static_assert(std::is_constructible_v<sq::record_error, int, std::string_view>);
 
 namespace {
 
@@ -130,6 +141,28 @@ class write_lock_holder final {
  private:
   sqlite3* db_ = nullptr;
 };
+
+TEST_CASE("a SQLite error says whose fault it is, and agrees with its type") {
+  // blame() is world exactly for an infrastructure_error, the only thing the loop looks at:
+  // for every code the classification knows, and for each kind thrown by raise().
+  for (const int code : {SQLITE_CONSTRAINT_CHECK, SQLITE_CONSTRAINT_UNIQUE, SQLITE_MISMATCH,
+                         SQLITE_TOOBIG, SQLITE_CONSTRAINT_COMMITHOOK, SQLITE_BUSY,
+                         SQLITE_IOERR_FSYNC, SQLITE_FULL, SQLITE_ERROR, SQLITE_RANGE}) {
+    try {
+      sq::detail::raise(code, "the statement");
+    } catch (const co::adapters::classified_failure& f) {
+      const auto* e = dynamic_cast<const co::error*>(&f);
+      REQUIRE(e != nullptr);
+      const bool world = dynamic_cast<const co::infrastructure_error*>(e) != nullptr;
+      CHECK(world == (f.blame() == co::adapters::fault::world));
+      CHECK(world == !sq::is_record_failure(code));
+      CHECK(std::string_view(e->what()).starts_with("commit_order::sqlite: the statement"));
+      CHECK(dynamic_cast<const sq::result_code&>(f).code() == code);
+    }
+  }
+  const sq::rollback_error rollback(SQLITE_BUSY, "busy");
+  CHECK(rollback.blame() == co::adapters::fault::world);
+}
 
 int code_of(const std::exception& e) {
   const auto* c = dynamic_cast<const sq::result_code*>(&e);

@@ -59,6 +59,30 @@ void inject(const std::string& schema, const std::string& sqlstate, int times) {
 
 // ---- a record's failure ------------------------------------------------------------------
 
+TEST_CASE("a PostgreSQL error says whose fault it is, and agrees with its type") {
+  // blame() is world exactly for an infrastructure_error, the only thing the loop looks at:
+  // for record, world and retryable SQLSTATEs, and for the errors the connection builds itself.
+  for (const std::string_view code : {"23505", "23514", "22001", "22P02", "40001", "40P01", "53100",
+                                      "57P01", "42P01", "55P03", ""}) {
+    try {
+      pg::detail::raise(code, "the statement");
+    } catch (const co::adapters::classified_failure& f) {
+      const auto* e = dynamic_cast<const co::error*>(&f);
+      REQUIRE(e != nullptr);
+      const bool world = dynamic_cast<const co::infrastructure_error*>(e) != nullptr;
+      CHECK(world == (f.blame() == co::adapters::fault::world));
+      CHECK(world == !pg::is_record_failure(code));
+      CHECK(std::string_view(e->what()).starts_with("commit_order::postgres: the statement"));
+      CHECK(dynamic_cast<const pg::sqlstate_code&>(f).sqlstate() == code);
+    }
+  }
+  CHECK(pg::connection_lost("08006", "gone").blame() == co::adapters::fault::world);
+  CHECK(pg::unit_refused("23503", "refused together").blame() == co::adapters::fault::world);
+  CHECK(pg::commit_in_doubt("08006", "no answer", {}).blame() == co::adapters::fault::world);
+  static_assert(std::is_base_of_v<co::adapters::classified_failure, pg::record_error>);
+  static_assert(std::is_base_of_v<co::adapters::classified_failure, pg::serialization_failure>);
+}
+
 TEST_CASE("a row refused by a CHECK is found and named, though its unit went as one statement") {
   const std::string schema = fresh_schema(conninfo(), "t_check");
   guarded<> sink(conninfo(), in_schema(schema));

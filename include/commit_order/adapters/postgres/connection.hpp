@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "commit_order/adapters/classified.hpp"
 #include "commit_order/adapters/postgres/table.hpp"
 #include "commit_order/adapters/postgres/text.hpp"
 #include "commit_order/capabilities.hpp"
@@ -61,21 +62,38 @@ namespace commit_order::postgres {
 // An unknown SQLSTATE is the world's: a healthy record wrongly blamed under dead_letter<N> is
 // skipped for good, while a stop wrongly blamed on the world only delays the stream.
 
+/// True when a failure with this SQLSTATE is the record's (see above).
+[[nodiscard]] constexpr bool is_record_failure(std::string_view sqlstate) noexcept {
+  return sqlstate.size() == 5 && (sqlstate.starts_with("23") || sqlstate.starts_with("22"));
+}
+
 /// The SQLSTATE a failure carries (empty when libpq itself failed: a lost connection). Every
-/// error this adapter throws for a failed call derives from it, beside its std::exception base.
-class sqlstate_code {
+/// error this adapter throws for a failed call derives from it, beside its std::exception base;
+/// `blame()` says whether it is the record's failure or the world's
+/// (adapters/classified.hpp).
+class sqlstate_code : public adapters::classified_failure {
  public:
+  using code_type = std::string_view;
+  static constexpr std::string_view prefix = "commit_order::postgres: ";
+  [[nodiscard]] static constexpr bool is_record_failure(std::string_view code) noexcept {
+    return postgres::is_record_failure(code);
+  }
+
   /// The five-character SQLSTATE ("23505", "40001"), or "" for a client-side failure.
   [[nodiscard]] std::string_view sqlstate() const noexcept { return {code_, std::strlen(code_)}; }
 
  protected:
-  explicit sqlstate_code(std::string_view code) noexcept {
+  sqlstate_code(std::string_view code, adapters::fault blame) noexcept : classified_failure(blame) {
     // No memcpy: an empty view may hold a null pointer, which memcpy must never be given.
     const std::size_t n = code.size() < 5 ? code.size() : 5;
     for (std::size_t i = 0; i < n; ++i)
       code_[i] = code[i];
     code_[n] = '\0';
   }
+  /// Blamed as the code classifies (an error of one's own that carries a SQLSTATE).
+  explicit sqlstate_code(std::string_view code) noexcept
+      : sqlstate_code(code,
+                      is_record_failure(code) ? adapters::fault::record : adapters::fault::world) {}
 
  private:
   char code_[6]{};
@@ -83,20 +101,18 @@ class sqlstate_code {
 
 /// A statement failed for a reason that is not the record's (see above): the pipeline rolls
 /// the unit back and propagates it with the position unmoved.
-class infrastructure_error : public commit_order::infrastructure_error, public sqlstate_code {
+class infrastructure_error : public adapters::world_failure<sqlstate_code> {
  public:
-  infrastructure_error(std::string_view sqlstate, std::string_view what)
-      : commit_order::infrastructure_error(detail::concat("commit_order::postgres: ", what))
-      , sqlstate_code(sqlstate) {}
+  /// `sqlstate`: the server's code ("" for a client-side failure); `what`: the message, after
+  /// the adapter's prefix.
+  using world_failure::world_failure;
 };
 
 /// The row a record makes was refused for its values (see above): the record's failure, which
 /// the pipeline's error handling (stop, retry<N>, dead_letter<N>) acts on.
-class record_error final : public commit_order::error, public sqlstate_code {
+class record_error final : public adapters::record_failure<sqlstate_code> {
  public:
-  record_error(std::string_view sqlstate, std::string_view what)
-      : commit_order::error(detail::concat("commit_order::postgres: ", what))
-      , sqlstate_code(sqlstate) {}
+  using record_failure::record_failure;
 };
 
 /// A serialization failure (40001) or deadlock (40P01) that the sink's retries of the whole
@@ -178,11 +194,6 @@ class commit_in_doubt final : public infrastructure_error, public commit_order::
   std::shared_ptr<const std::vector<stored>> positions_;
 };
 
-/// True when a failure with this SQLSTATE is the record's (see above).
-[[nodiscard]] constexpr bool is_record_failure(std::string_view sqlstate) noexcept {
-  return sqlstate.size() == 5 && (sqlstate.starts_with("23") || sqlstate.starts_with("22"));
-}
-
 /// True for the failures a retry of the same transaction can get past.
 [[nodiscard]] constexpr bool is_serialization_failure(std::string_view sqlstate) noexcept {
   return sqlstate == "40001" || sqlstate == "40P01";
@@ -194,11 +205,9 @@ namespace detail {
 /// failed.
 [[noreturn, gnu::cold, gnu::noinline]] inline void raise(std::string_view sqlstate,
                                                          const std::string& what) {
-  if (is_record_failure(sqlstate))
-    throw record_error(sqlstate, what);
   if (is_serialization_failure(sqlstate))
     throw serialization_failure(sqlstate, what);
-  throw infrastructure_error(sqlstate, what);
+  adapters::detail::raise_classified<record_error, infrastructure_error>(sqlstate, what);
 }
 
 struct result_deleter {

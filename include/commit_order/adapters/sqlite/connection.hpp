@@ -22,6 +22,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "commit_order/adapters/classified.hpp"
 #include "commit_order/adapters/sqlite/text.hpp"
 #include "commit_order/capabilities.hpp"
 #include "commit_order/errors.hpp"
@@ -58,49 +59,6 @@ namespace commit_order::sqlite {
 // An unknown code is the world's: a healthy record wrongly blamed under dead_letter<N> is
 // skipped for good, while a stop wrongly blamed on the world only delays the stream.
 
-/// The SQLite result code a failure carries. Every error this adapter throws for a failed
-/// SQLite call derives from it, beside its std::exception base.
-class result_code {
- public:
-  /// The extended result code (SQLITE_IOERR_FSYNC, SQLITE_CONSTRAINT_CHECK, ...).
-  [[nodiscard]] int code() const noexcept { return code_; }
-  /// The primary result code: the extended code's low byte (SQLITE_IOERR, SQLITE_CONSTRAINT).
-  [[nodiscard]] int primary_code() const noexcept { return code_ & 0xff; }
-
- protected:
-  explicit result_code(int code) noexcept : code_(code) {}
-
- private:
-  int code_;
-};
-
-/// A SQLite call failed for a reason that is not the record's (see above): the pipeline rolls
-/// the unit back and propagates it with the position unmoved.
-class infrastructure_error : public commit_order::infrastructure_error, public result_code {
- public:
-  infrastructure_error(int code, std::string_view what)
-      : commit_order::infrastructure_error(detail::concat("commit_order::sqlite: ", what))
-      , result_code(code) {}
-};
-
-/// The row a record makes was refused for its values (see above): the record's failure, which
-/// the pipeline's error handling (stop, retry<N>, dead_letter<N>) acts on.
-class record_error final : public commit_order::error, public result_code {
- public:
-  record_error(int code, std::string_view what)
-      : commit_order::error(detail::concat("commit_order::sqlite: ", what)), result_code(code) {}
-};
-
-/// ROLLBACK failed and the transaction is still open: nothing more can be written through this
-/// sink (it would land in a transaction that never commits). Destroy and reopen it; closing the
-/// connection discards the transaction.
-class rollback_error final : public commit_order::rollback_failed, public result_code {
- public:
-  rollback_error(int code, std::string_view why)
-      : commit_order::rollback_failed(detail::concat("commit_order::sqlite: ", why))
-      , result_code(code) {}
-};
-
 /// True when a failure with this extended result code is the record's (see above).
 [[nodiscard]] constexpr bool is_record_failure(int extended_code) noexcept {
   switch (extended_code & 0xff) {
@@ -123,15 +81,65 @@ class rollback_error final : public commit_order::rollback_failed, public result
   }
 }
 
+/// The SQLite result code a failure carries. Every error this adapter throws for a failed
+/// SQLite call derives from it, beside its std::exception base; `blame()` says whether it is
+/// the record's failure or the world's (adapters/classified.hpp).
+class result_code : public adapters::classified_failure {
+ public:
+  using code_type = int;
+  static constexpr std::string_view prefix = "commit_order::sqlite: ";
+  [[nodiscard]] static constexpr bool is_record_failure(int code) noexcept {
+    return sqlite::is_record_failure(code);
+  }
+
+  /// The extended result code (SQLITE_IOERR_FSYNC, SQLITE_CONSTRAINT_CHECK, ...).
+  [[nodiscard]] int code() const noexcept { return code_; }
+  /// The primary result code: the extended code's low byte (SQLITE_IOERR, SQLITE_CONSTRAINT).
+  [[nodiscard]] int primary_code() const noexcept { return code_ & 0xff; }
+
+ protected:
+  result_code(int code, adapters::fault blame) noexcept : classified_failure(blame), code_(code) {}
+  /// Blamed as the code classifies (an error of one's own that carries a SQLite code).
+  explicit result_code(int code) noexcept
+      : result_code(code,
+                    is_record_failure(code) ? adapters::fault::record : adapters::fault::world) {}
+
+ private:
+  int code_;
+};
+
+/// A SQLite call failed for a reason that is not the record's (see above): the pipeline rolls
+/// the unit back and propagates it with the position unmoved.
+class infrastructure_error : public adapters::world_failure<result_code> {
+ public:
+  /// `code`: the extended result code; `what`: the message, after the adapter's prefix.
+  using world_failure::world_failure;
+};
+
+/// The row a record makes was refused for its values (see above): the record's failure, which
+/// the pipeline's error handling (stop, retry<N>, dead_letter<N>) acts on.
+class record_error final : public adapters::record_failure<result_code> {
+ public:
+  using record_failure::record_failure;
+};
+
+/// ROLLBACK failed and the transaction is still open: nothing more can be written through this
+/// sink (it would land in a transaction that never commits). Destroy and reopen it; closing the
+/// connection discards the transaction.
+class rollback_error final : public commit_order::rollback_failed, public result_code {
+ public:
+  rollback_error(int code, std::string_view why)
+      : commit_order::rollback_failed(detail::concat(prefix, why))
+      , result_code(code, adapters::fault::world) {}
+};
+
 namespace detail {
 
 /// Throws the classified error for a failure with extended result code `code`. Cold and out of
 /// line: a message is only ever built here, after a call has failed, never on the path of a
 /// call that succeeds.
 [[noreturn, gnu::cold, gnu::noinline]] inline void raise(int code, const std::string& what) {
-  if (is_record_failure(code))
-    throw record_error(code, what);
-  throw infrastructure_error(code, what);
+  adapters::detail::raise_classified<record_error, infrastructure_error>(code, what);
 }
 
 /// Throws the classified error for a failed call on `db` (nullptr: a failed open).
