@@ -641,3 +641,22 @@ TEST_CASE(
   admin.exec("DROP TABLE public.alias_orders");
   admin.exec("DELETE FROM public.commit_order_positions WHERE stream = 'schema alias'");
 }
+
+TEST_CASE("under the version guard a claim records the count it sees, whatever was named") {
+  // The count protects only the offset guard; a version-guarded sink records what each claim
+  // sees, so a count the operator named is not a check there (found by an audit, which read
+  // the opposite in the comment of accept_partition_count(n)). The offset guard still refuses.
+  const std::string schema = fresh_schema(conninfo(), "t_named_count");
+  versioned<> a(conninfo(), in_schema(schema, "versioned"));
+  a.accept_partition_count(3);
+  a.begin();
+  CHECK_NOTHROW(a.check_partition_count(4));
+  a.commit();
+  CHECK(a.partition_count() == 4);
+  guarded<> b(conninfo(), in_schema(schema, "guarded"));
+  b.accept_partition_count(3);
+  b.begin();
+  CHECK_THROWS_AS(b.check_partition_count(4), co::partition_count_changed);
+  b.rollback();
+  CHECK(b.partition_count() == 3);
+}

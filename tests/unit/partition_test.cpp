@@ -605,3 +605,21 @@ TEST_CASE("a cooperative member does not retain a partition that was another's m
   CHECK(table.load_position(p2) == co::position{6});
   CHECK(table.find({201})->row.total_cents == 2);
 }
+
+TEST_CASE("the memory table's operator calls are refused inside a transaction") {
+  // As on SQLite and PostgreSQL: inside a unit, the claim's staged count would overwrite a count
+  // the operator named, and a rollback would take it back, without a word (found by an audit).
+  shared_table table;
+  table.begin();
+  table.check_partition_count(2);
+  CHECK_THROWS_AS(table.accept_partition_count(3), std::logic_error);
+  CHECK_THROWS_AS(table.accept_partition_count(), std::logic_error);
+  CHECK_THROWS_AS(table.bump_era(), std::logic_error);
+  table.commit();
+  CHECK(table.partition_count() == 2);
+  CHECK(table.era() == 0);
+  table.accept_partition_count(3);
+  table.bump_era();
+  CHECK(table.partition_count() == 3);
+  CHECK(table.era() == 1);
+}

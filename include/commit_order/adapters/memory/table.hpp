@@ -280,7 +280,12 @@ requires(part_rules::require<part_rules::memory_idempotent_without_key,
   /// The stream's era (see epoch::of): raised only by `bump_era`, an operator's explicit act
   /// when a consumer group was deleted and recreated and its generations restarted.
   [[nodiscard]] std::int64_t era() const noexcept { return era_; }
-  void bump_era() noexcept { ++era_; }
+  /// Outside a transaction (std::logic_error inside one: its rollback or commit would take the
+  /// operator's act back), as the SQL sinks' operator calls are.
+  void bump_era() {
+    require_no_transaction("bump_era()");
+    ++era_;
+  }
 
   /// Records the stream's partition count at the first claim; a different count later is
   /// `partition_count_changed` (keys may have moved between partitions, and an offset guard
@@ -299,10 +304,17 @@ requires(part_rules::require<part_rules::memory_idempotent_without_key,
     return partition_count_;
   }
   /// The operator's acknowledgement of a repartitioned stream (after draining the old
-  /// partitions): the next claim records the count it sees.
-  void accept_partition_count() noexcept { partition_count_.reset(); }
-  /// The same, naming the new count: a claim that sees another one still fails.
-  void accept_partition_count(std::size_t n) noexcept { partition_count_ = n; }
+  /// partitions): the next claim records the count it sees. Outside a transaction.
+  void accept_partition_count() {
+    require_no_transaction("accept_partition_count()");
+    partition_count_.reset();
+  }
+  /// The same, naming the new count: a claim that sees another one still fails under the
+  /// offset guard (the version guard records whatever count a claim sees).
+  void accept_partition_count(std::size_t n) {
+    require_no_transaction("accept_partition_count(n)");
+    partition_count_ = n;
+  }
 
   /// A run-time transaction limit, as a server setting would impose (0: none).
   [[nodiscard]] std::size_t max_transaction_rows() const noexcept { return runtime_max_rows_; }
@@ -417,6 +429,12 @@ requires(part_rules::require<part_rules::memory_idempotent_without_key,
   void require_transaction(const char* what) const {
     if (!in_tx_)
       throw std::logic_error(std::string("memory::table: ") + what + " outside a transaction");
+  }
+  void require_no_transaction(const char* what) const {
+    if (in_tx_)
+      throw std::logic_error(std::string("memory::table: ") + what +
+                             " inside a transaction: an operator's act is not part of a unit "
+                             "-- call it between units");
   }
 
   std::map<key_value, stored_row<Row>> keyed_;

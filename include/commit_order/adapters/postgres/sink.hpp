@@ -457,7 +457,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// restarted): every epoch of the new era is above every epoch of the old. Outside a
   /// transaction; returns the new era.
   std::int64_t bump_era() {
-    tx_.require_none("bump_era()");
+    require_between_units("bump_era()");
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str()};
     return exec(detail::position_sql::bump_era, 2, values).integer(0, 0);
   }
@@ -465,13 +465,14 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// The operator's acknowledgement of a repartitioned stream (after draining the old
   /// partitions): the next claim records the count it sees. Outside a transaction.
   void accept_partition_count() {
-    tx_.require_none("accept_partition_count()");
+    require_between_units("accept_partition_count()");
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), nullptr};
     exec(detail::position_sql::accept_count, 3, values);
   }
-  /// The same, naming the new count: a claim that sees another one still fails.
+  /// The same, naming the new count: a claim that sees another one still fails under the
+  /// offset guard (the version guard records whatever count a claim sees).
   void accept_partition_count(std::size_t n) {
-    tx_.require_none("accept_partition_count()");
+    require_between_units("accept_partition_count(n)");
     std::string count;
     detail::append_integer(count, n);
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), count.c_str()};
@@ -583,6 +584,15 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   }
 
   // One statement, now, outside a pipeline (inside the transaction if one is open).
+  // An operator's act commits on its own: inside a unit, the unit's rollback would take it back.
+  void require_between_units(const char* what) const {
+    if (tx_.state() != phase::idle)
+      throw std::logic_error(detail::concat(
+          "commit_order::postgres: ", what,
+          " inside a transaction: an operator's act commits on its own, and rolling the unit "
+          "back would take it back -- call it between units"));
+  }
+
   result exec(const char* name, int count, const char* const* values) {
     if (!tx_.on_server())
       db_.ensure();  // no transaction on the server: a lost connection can be reopened

@@ -430,9 +430,10 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     require_no_transaction("accept_partition_count()");
     streams_->set_partition_count(std::nullopt);
   }
-  /// The same, naming the new count: a claim that sees another one still fails.
+  /// The same, naming the new count: a claim that sees another one still fails under the
+  /// offset guard (the version guard records whatever count a claim sees).
   void accept_partition_count(std::size_t n) {
-    require_no_transaction("accept_partition_count()");
+    require_no_transaction("accept_partition_count(n)");
     streams_->set_partition_count(n);
   }
 
@@ -521,10 +522,13 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
           detail::concat("commit_order::sqlite: ", what, " outside a transaction"));
   }
 
+  // An operator's act commits on its own: inside a unit, the unit's rollback would take it back.
   void require_no_transaction(const char* what) const {
     if (db_.in_transaction())
-      throw std::logic_error(
-          detail::concat("commit_order::sqlite: ", what, " inside a transaction"));
+      throw std::logic_error(detail::concat(
+          "commit_order::sqlite: ", what,
+          " inside a transaction: an operator's act commits on its own, and rolling the unit "
+          "back would take it back -- call it between units, or use sqlite::stream_admin"));
   }
 
   [[noreturn, gnu::cold, gnu::noinline]] void throw_broken() const {
