@@ -196,10 +196,14 @@ class fenced final : public error {
     // Built by join_message like every other message, not with operator+: each + instantiates
     // and optimises another concatenation in every translation unit that can throw this.
     const bool recreated = mine.era() == current.era() && mine.era() >= 0 && mine < current;
+    const bool ownerless = current == epoch{0} && mine != epoch{0};
     return detail::join_message(
         {"commit_order: fenced: this consumer owns partition ", detail::decimal(partition.value()),
-         " at epoch ", name(mine), " but the position is owned at epoch ", name(current),
-         "; it lost the partition and must stop",
+         " at epoch ", name(mine),
+         ownerless ? " but the position row has no owner (epoch 0: it was deleted, or written "
+                     "without a claim)"
+                   : " but the position is owned at epoch ",
+         ownerless ? "" : name(current), "; it lost the partition and must stop",
          recreated ? " (if the consumer group was deleted and recreated, its generation "
                      "restarted: bump the stream's era, see docs/adapters.md, never lower the "
                      "stored epoch)"
@@ -257,8 +261,8 @@ class key_moved_partition final : public infrastructure_error {
 class partition_count_changed final : public error {
  public:
   partition_count_changed(std::size_t stored, std::size_t current)
-      : error("commit_order: the stream had " + std::to_string(stored) +
-              " partitions when its positions were first claimed and has " +
+      : error("commit_order: the stream's recorded partition count is " + std::to_string(stored) +
+              " (recorded at its first claim, or accepted by an operator) and it has " +
               std::to_string(current) +
               " now; keys may have moved between partitions -- drain the old partitions and "
               "accept the new count explicitly (see docs/adapters.md), or use VersionGuarded")

@@ -451,6 +451,9 @@ TEST_CASE("a position row deleted under its owner is fenced at the next store, n
     CHECK(e.mine() == co::epoch{5});
     CHECK(e.current() == co::epoch{0});
     CHECK(e.partition() == part(0));
+    // Said as it is: nobody owns the row, rather than "owned at epoch 0".
+    CHECK(std::string(e.what()).find("the position row has no owner (epoch 0: it was deleted") !=
+          std::string::npos);
   }
   a.rollback();
   CHECK(a.load_position(part(0)) == std::nullopt);
