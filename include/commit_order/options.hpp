@@ -179,6 +179,7 @@ struct settings final {
   /// or is fenced. Unset (the default), the pipeline claims a fresh epoch, one above the stored
   /// one: the consumer started last owns the position and an older one still running is fenced
   /// at its next position write. A group-managed source's epochs come from its generation.
+  /// Set, it must be above 0: epoch 0 is no owner's (std::invalid_argument at construction).
   std::optional<epoch> owner_epoch{};
   /// Where a consumer with no stored position starts; unset: the earliest retained record.
   /// Set it (e.g. to position{0}) when the whole stream must be consumed: a consumer that died

@@ -4,6 +4,8 @@
 
 #include <map>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "support/flaky.hpp"
@@ -233,6 +235,24 @@ static_assert(sizeof(plain) == sizeof(spelled_out));
 static_assert(std::is_empty_v<co::no_observer> && std::is_empty_v<co::no_faults>);
 
 // ---- fencing ---------------------------------------------------------------------------------
+
+TEST_CASE("an explicit owner epoch of 0 or below is refused at construction") {
+  // Epoch 0 is no owner's: two consumers claiming it would share the position without either
+  // being fenced, and a position row deleted under them would be recreated by the next store.
+  const order_log log = make_log(4, 4);
+  auto reader = log.make_reader();
+  guarded_tx_table table;
+  using pipeline_t = co::pipeline<order_log::reader, guarded_tx_table, co::TransactionalPosition<>>;
+  for (const co::epoch e : {co::epoch{0}, co::epoch{-1}}) {
+    try {
+      pipeline_t p(reader, table, co::settings{.owner_epoch = e});
+      FAIL("an owner epoch of 0 or below was accepted");
+    } catch (const std::invalid_argument& error) {
+      CHECK(std::string(error.what()).find("owner_epoch must be above 0") != std::string::npos);
+    }
+  }
+  CHECK_NOTHROW(pipeline_t(reader, table, co::settings{.owner_epoch = co::epoch{1}}));
+}
 
 TEST_CASE("a stale owner is fenced and writes nothing") {
   const order_log log = make_log(30, 30);

@@ -555,6 +555,14 @@ inline void pipeline_impl<Config>::validate(const settings& s) {
           "must model fencing_sink and the policy keep its position in the sink");
     }
   }
+  if (s.owner_epoch && s.owner_epoch->value() <= 0) {
+    // Epoch 0 is the epoch of no owner (a position store's rows, a sink used without claims):
+    // an owner claiming it would be fenced by nothing, and fence nothing.
+    throw std::invalid_argument(
+        "commit_order: settings.owner_epoch must be above 0: epoch 0 is no owner's, so a "
+        "consumer claiming it would neither fence nor be fenced -- give each owner a higher "
+        "epoch than the last, or leave it unset for a fresh one");
+  }
   if constexpr (group) {
     if (s.owner_epoch) {
       throw std::invalid_argument(
