@@ -172,15 +172,19 @@ TEST_CASE("one shared table: the offset guard compares offsets only within a par
   CHECK_FALSE(table.load_position(p0).has_value());
 }
 
+namespace {
+// A row guarded by a version of its own, and a table of them that ignores partitions.
+struct versioned {
+  std::int64_t id = 0;
+  std::int64_t version = 0;
+};
+using vtopic = co::memory::partitioned_log<versioned>;
+using vtable = co::memory::table<
+    versioned, co::key<&versioned::id>,
+    co::capabilities<co::Idempotent, co::VersionGuarded<&versioned::version>, co::Transactional>>;
+}  // namespace
+
 TEST_CASE("VersionGuarded survives a key moving partitions: the newer version wins") {
-  struct versioned {
-    std::int64_t id = 0;
-    std::int64_t version = 0;
-  };
-  using vtopic = co::memory::partitioned_log<versioned>;
-  using vtable = co::memory::table<
-      versioned, co::key<&versioned::id>,
-      co::capabilities<co::Idempotent, co::VersionGuarded<&versioned::version>, co::Transactional>>;
   vtopic t(2);
   t.append(p0, versioned{1, 1});
   t.append(p1, versioned{1, 2});  // repartitioned: the next version of key 1 arrives on p1
@@ -195,14 +199,6 @@ TEST_CASE("VersionGuarded survives a key moving partitions: the newer version wi
 }
 
 TEST_CASE("VersionGuarded survives a repartition: the table records the new partition count") {
-  struct versioned {
-    std::int64_t id = 0;
-    std::int64_t version = 0;
-  };
-  using vtopic = co::memory::partitioned_log<versioned>;
-  using vtable = co::memory::table<
-      versioned, co::key<&versioned::id>,
-      co::capabilities<co::Idempotent, co::VersionGuarded<&versioned::version>, co::Transactional>>;
   // Keys 0..5 over two partitions (key i in i % 2), then a third partition: every key's second
   // version hashes anew (i % 3). The old partitions keep their records and offsets.
   vtopic before(2);
