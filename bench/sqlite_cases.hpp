@@ -120,7 +120,7 @@ inline constexpr const char* stored_by_key =
     "SELECT \"source_partition\", \"source_offset\" FROM \"orders_flat\" WHERE \"order_id\" = ?1";
 // A position store's read: the position and what the row vouches for (its data table).
 inline constexpr const char* load_position =
-    "SELECT position, owner_epoch, bound_to, CASE WHEN fingerprint_position IS position THEN "
+    "SELECT position, owner_epoch, bound_to, CASE WHEN fingerprint_position = position THEN "
     "fingerprint END FROM \"commit_order_positions\" WHERE stream = ?1 AND "
     "topic = ?2 AND \"partition\" = ?3";
 // Fenced: the write only lands while the row's owner epoch is the writer's. An owner's write
@@ -130,11 +130,11 @@ inline constexpr const char* store_claimed_position =
     "= ?4 WHERE stream = ?1 AND topic = ?2 AND \"partition\" = ?3 AND owner_epoch = ?5";
 // Epoch 0 (no claim): the first write makes the row.
 inline constexpr const char* store_position =
-    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch, "
-    "fingerprint, fingerprint_position) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?4) ON CONFLICT (stream, "
-    "topic, \"partition\") DO UPDATE SET position = excluded.position, fingerprint = "
-    "excluded.fingerprint, fingerprint_position = excluded.fingerprint_position WHERE "
-    "\"commit_order_positions\".owner_epoch = excluded.owner_epoch";
+    "INSERT INTO \"commit_order_positions\" AS t (stream, topic, \"partition\", position, "
+    "owner_epoch, fingerprint, fingerprint_position) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?4) ON "
+    "CONFLICT (stream, topic, \"partition\") DO UPDATE SET position = excluded.position, "
+    "fingerprint = excluded.fingerprint, fingerprint_position = excluded.fingerprint_position "
+    "WHERE t.owner_epoch = excluded.owner_epoch";
 // A position store's first read reserves the row for the data table (it changes no row that
 // exists), so a second consumer started at the same time is refused at its own read.
 inline constexpr const char* reserve_position =
@@ -144,24 +144,22 @@ inline constexpr const char* reserve_position =
 // A position store's write: it binds the row to the data table, and changes no row of another
 // owner epoch or bound to another table.
 inline constexpr const char* store_bound_position =
-    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch, "
-    "bound_to, fingerprint, fingerprint_position) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?4) ON "
-    "CONFLICT (stream, topic, \"partition\") DO UPDATE SET position = excluded.position, bound_to "
-    "= excluded.bound_to, fingerprint = excluded.fingerprint, fingerprint_position = "
-    "excluded.fingerprint_position WHERE "
-    "\"commit_order_positions\".owner_epoch = excluded.owner_epoch AND "
-    "(\"commit_order_positions\".bound_to IS NULL OR \"commit_order_positions\".bound_to IS "
-    "excluded.bound_to)";
+    "INSERT INTO \"commit_order_positions\" AS t (stream, topic, \"partition\", position, "
+    "owner_epoch, bound_to, fingerprint, fingerprint_position) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+    "?7, ?4) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET position = "
+    "excluded.position, bound_to = excluded.bound_to, fingerprint = excluded.fingerprint, "
+    "fingerprint_position = excluded.fingerprint_position WHERE t.owner_epoch = "
+    "excluded.owner_epoch AND (t.bound_to IS NULL OR t.bound_to IS excluded.bound_to)";
 // Recovery under TransactionalPosition claims the row for the epoch one above the row's, in one
 // statement (no owner epoch is configured: the consumer started last owns the position, and
 // the one before is fenced at its next write).
 // The claim binds the row to the data table, and returns the binding it holds after it.
 inline constexpr const char* claim_next =
-    "INSERT INTO \"commit_order_positions\" (stream, topic, \"partition\", position, owner_epoch, "
-    "bound_to) VALUES (?1, ?2, ?3, NULL, 1, ?4) ON CONFLICT (stream, topic, \"partition\") DO "
-    "UPDATE SET owner_epoch = \"commit_order_positions\".owner_epoch + 1, bound_to = "
-    "COALESCE(\"commit_order_positions\".bound_to, excluded.bound_to) RETURNING owner_epoch, "
-    "position, bound_to, CASE WHEN fingerprint_position IS position THEN fingerprint END";
+    "INSERT INTO \"commit_order_positions\" AS t (stream, topic, \"partition\", position, "
+    "owner_epoch, bound_to) VALUES (?1, ?2, ?3, NULL, 1, ?4) ON CONFLICT (stream, topic, "
+    "\"partition\") DO UPDATE SET owner_epoch = t.owner_epoch + 1, bound_to = "
+    "COALESCE(t.bound_to, excluded.bound_to) RETURNING owner_epoch, position, bound_to, CASE "
+    "WHEN fingerprint_position = position THEN fingerprint END";
 // What the sink's position rows vouch for: its data table.
 inline constexpr const char* bound_to = "'orders_flat'";
 // Who claimed what, when: written in the claim's transaction.

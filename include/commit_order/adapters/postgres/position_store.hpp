@@ -78,7 +78,7 @@ class position_store final {
     if (!bound_to_.empty())
       check_binding(k, r);  // an unbound store has nothing to compare (it cannot write it)
     if (!r.is_null(0, 3))
-      loaded_fingerprint_ = static_cast<std::uint64_t>(r.integer(0, 3));
+      loaded_fingerprint_ = adapters::detail::fingerprint_from_column(r.integer(0, 3));
     if (r.is_null(0, 0))
       return std::nullopt;
     return position{r.integer(0, 0)};
@@ -136,24 +136,24 @@ class position_store final {
     detail::append_integer(part, k.value());
     detail::append_integer(pos, p.value());
     if (fingerprint)
-      detail::append_integer(print, static_cast<std::int64_t>(*fingerprint));
+      detail::append_integer(print, adapters::detail::fingerprint_to_column(*fingerprint));
+    // A PostgreSQL position store claims nothing: it writes at epoch 0.
     const char* values[] = {options_.stream.c_str(),
                             options_.topic.c_str(),
                             part.c_str(),
                             pos.c_str(),
+                            "0",
                             bound_to_.empty() ? nullptr : bound_to_.c_str(),
                             fingerprint ? print.c_str() : nullptr};
     db_.ensure();
-    const result r = db_.exec_prepared(detail::position_sql::store_bound, 6, values);
-    if (r.rows() != 1) {
+    const result r = db_.exec_prepared(detail::position_sql::store_bound, 7, values);
+    if (r.affected() != 1) {
       const result row = load_row(k);
-      const epoch owner = row.rows() == 0 ? epoch{0} : epoch{row.integer(0, 1)};
-      // A row bound to something else than a bound store's is another consumer's, whatever its
-      // epoch: that is the blame (not a fencing, which says a newer copy of this consumer took
-      // over). An unbound store can tell only when the epoch is its own.
-      if (row.rows() != 0 && (!bound_to_.empty() || owner == epoch{0}))
+      const std::optional<epoch> owner =
+          row.rows() == 0 ? std::nullopt : std::optional{epoch{row.integer(0, 1)}};
+      if (adapters::detail::failed_write_is_binding(owner, bound_to_, epoch{0}))
         check_binding(k, row);
-      throw fenced(epoch{0}, owner, k);
+      throw fenced(epoch{0}, owner.value_or(epoch{0}), k);
     }
     ++commits_;
   }
@@ -168,12 +168,8 @@ class position_store final {
   }
 
   [[noreturn, gnu::cold, gnu::noinline]] void throw_unbound_default() const {
-    throw std::invalid_argument(detail::concat(
-        "commit_order::postgres: a position store with the default stream \"default\" vouches "
-        "for nothing: the pipeline's sink names no table (a sink of your own, or a wrapper of a "
-        "PostgreSQL sink) and its source no identity, so a second consumer of this database "
-        "that kept the defaults too would share its position in ",
-        options_.position_table, " -- name this consumer in store_options::stream"));
+    adapters::detail::throw_unbound_default("commit_order::postgres", "PostgreSQL",
+                                            options_.position_table, "");
   }
 
   result load_row(partition_id k) {
@@ -189,9 +185,7 @@ class position_store final {
     if (row.is_null(0, 2))
       return;
     const std::string held(row.text(0, 2));
-    // Exactly the store's: its write changes only such a row (store_bound), so a row it read
-    // and could not write would be fenced at every commit.
-    if (held != bound_to_) [[unlikely]]
+    if (adapters::detail::store_read_refused(held, bound_to_)) [[unlikely]]
       throw_bound_elsewhere(k, held);
   }
 

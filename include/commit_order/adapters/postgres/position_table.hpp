@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "commit_order/adapters/detail/position_protocol.hpp"
 #include "commit_order/adapters/postgres/connection.hpp"
 #include "commit_order/adapters/postgres/table.hpp"
 #include "commit_order/errors.hpp"
@@ -43,6 +44,15 @@ struct position_location final {
 
 namespace detail {
 
+/// How PostgreSQL spells the shared position protocol (adapters/detail/position_protocol.hpp).
+struct dialect final {
+  static constexpr char parameter = '$';
+  static constexpr std::string_view int64 = "BIGINT";
+  static constexpr std::string_view same = "IS NOT DISTINCT FROM";
+  static constexpr std::string_view boolean = "::boolean";
+};
+using position_statements = adapters::detail::position_statements<dialect>;
+
 inline std::string require_identifier(const std::string& name, std::string_view what) {
   if (!is_identifier(name))
     throw std::invalid_argument(concat("commit_order::postgres: the ", what, " '", name,
@@ -58,10 +68,7 @@ inline std::string require_identifier(const std::string& name, std::string_view 
   const std::string where = schema.empty()
                                 ? quote_identifier(table)
                                 : concat(quote_identifier(schema), ".", quote_identifier(table));
-  throw position_bound_elsewhere(
-      k, stream, topic, held, mine,
-      concat("UPDATE ", where, " SET bound_to = NULL WHERE stream = ", quote_literal(stream),
-             " AND topic = ", quote_literal(topic), " AND bound_to = ", quote_literal(held), ";"));
+  adapters::detail::throw_bound_elsewhere(k, where, stream, topic, held, mine);
 }
 
 /// The statements on the position and stream tables, by name.
@@ -74,14 +81,9 @@ struct position_sql final {
   static constexpr const char* store_bound = "co_position_store_bound";
   static constexpr const char* reserve = "co_position_reserve";
   static constexpr const char* count = "co_stream_count";
-  static constexpr const char* era = "co_stream_era";
+  static constexpr const char* read_stream = "co_stream_read";
   static constexpr const char* bump_era = "co_stream_bump_era";
   static constexpr const char* accept_count = "co_stream_accept_count";
-  static constexpr const char* read_count = "co_stream_read_count";
-
-  /// A claim's fingerprint: the one stored with the position the row holds, or none.
-  static constexpr const char* fingerprint_returned =
-      "CASE WHEN fingerprint_position = position THEN fingerprint END";
 
   /// Creates the tables if asked, and prepares every statement on `db`.
   static void prepare(connection& db, const position_location& where, bool create) {
@@ -90,24 +92,14 @@ struct position_sql final {
     if (create) {
       // Two consumers creating the same table at once can collide in the catalog (a unique
       // violation on pg_type): the advisory lock makes the second wait for the first.
-      db.exec(
-          concat("BEGIN; SELECT pg_advisory_xact_lock(7206164131);"
-                 " CREATE TABLE IF NOT EXISTS ",
-                 p,
-                 " (stream TEXT NOT NULL, topic TEXT NOT NULL, \"partition\" INTEGER NOT NULL,"
-                 " position BIGINT, owner_epoch BIGINT NOT NULL DEFAULT 0, bound_to TEXT,"
-                 " fingerprint BIGINT, fingerprint_position BIGINT,"
-                 " PRIMARY KEY (stream, topic, \"partition\"));"
-                 // A table written before positions were bound to their data table, or before
-                 // they kept the fingerprint of the record they follow.
-                 " ALTER TABLE ",
-                 p,
-                 " ADD COLUMN IF NOT EXISTS bound_to TEXT, ADD COLUMN IF NOT EXISTS fingerprint"
-                 " BIGINT, ADD COLUMN IF NOT EXISTS fingerprint_position BIGINT;"
-                 " CREATE TABLE IF NOT EXISTS ",
-                 s,
-                 " (stream TEXT NOT NULL, topic TEXT NOT NULL, era BIGINT NOT NULL DEFAULT 0,"
-                 " partition_count INTEGER, PRIMARY KEY (stream, topic)); COMMIT"));
+      db.exec(concat("BEGIN; SELECT pg_advisory_xact_lock(7206164131); ",
+                     position_statements::create_positions(p),
+                     // A table written before positions were bound to their data table, or
+                     // before they kept the fingerprint of the record they follow.
+                     "; ALTER TABLE ", p,
+                     " ADD COLUMN IF NOT EXISTS bound_to TEXT, ADD COLUMN IF NOT EXISTS"
+                     " fingerprint BIGINT, ADD COLUMN IF NOT EXISTS fingerprint_position BIGINT; ",
+                     position_statements::create_streams(s), "; COMMIT"));
     } else {
       require_column(db, p, "bound_to", "TEXT",
                      "it was written before positions were bound to their table");
@@ -116,28 +108,13 @@ struct position_sql final {
                        "it was written before positions kept the fingerprint of the record they "
                        "follow");
     }
-    db.prepare(load,
-               concat("SELECT position, owner_epoch, bound_to, ", fingerprint_returned, " FROM ", p,
-                      " WHERE stream = $1 AND topic = $2 AND \"partition\" = $3"));
-    // A claim binds an unbound row to the claimer's data table ($5, $4; NULL for a claimer
-    // without one) and returns the binding the row holds after it: the sink refuses another
-    // table's (its transaction is rolled back), it never takes it over.
-    db.prepare(claim, concat("INSERT INTO ", p,
-                             " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to)"
-                             " VALUES ($1, $2, $3, NULL, $4, $5) ON CONFLICT (stream, topic,"
-                             " \"partition\") DO UPDATE SET owner_epoch = excluded.owner_epoch,"
-                             " bound_to = COALESCE(t.bound_to, excluded.bound_to)"
-                             " WHERE t.owner_epoch <= excluded.owner_epoch"
-                             " RETURNING position, bound_to, ",
-                             fingerprint_returned));
-    db.prepare(claim_next,
-               concat("INSERT INTO ", p,
-                      " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to)"
-                      " VALUES ($1, $2, $3, NULL, 1, $4) ON CONFLICT (stream, topic,"
-                      " \"partition\") DO UPDATE SET owner_epoch = t.owner_epoch + 1,"
-                      " bound_to = COALESCE(t.bound_to, excluded.bound_to)"
-                      " RETURNING owner_epoch, position, bound_to, ",
-                      fingerprint_returned));
+    // The shared protocol's statements, which say what each changes and returns. A claim binds
+    // an unbound row to the claimer's data table and returns the binding the row holds after
+    // it: the sink refuses another table's (its transaction is rolled back), it never takes it
+    // over.
+    db.prepare(load, position_statements::load(p));
+    db.prepare(claim, position_statements::claim(p));
+    db.prepare(claim_next, position_statements::claim_next(p));
     // Locks the position rows of the partitions a transaction stores, in ascending order,
     // before anything else it writes: a concurrent claim waits for it (or it for the claim),
     // and the epochs it reads are the ones its COMMIT will be judged by.
@@ -158,23 +135,10 @@ struct position_sql final {
                       " position = excluded.position, fingerprint = excluded.fingerprint,"
                       " fingerprint_position = excluded.fingerprint_position"
                       " WHERE t.owner_epoch = excluded.owner_epoch RETURNING \"partition\""));
-    db.prepare(count, concat("INSERT INTO ", s,
-                             " AS t (stream, topic, era, partition_count) VALUES ($1, $2, 0, $3)"
-                             " ON CONFLICT (stream, topic) DO UPDATE SET partition_count ="
-                             " CASE WHEN $4::boolean OR t.partition_count IS NULL"
-                             " THEN excluded.partition_count ELSE t.partition_count END"
-                             " RETURNING partition_count"));
-    db.prepare(era, concat("SELECT era FROM ", s, " WHERE stream = $1 AND topic = $2"));
-    db.prepare(bump_era, concat("INSERT INTO ", s,
-                                " AS t (stream, topic, era, partition_count) VALUES ($1, $2, 1,"
-                                " NULL) ON CONFLICT (stream, topic) DO UPDATE SET era = t.era + 1"
-                                " RETURNING era"));
-    db.prepare(accept_count, concat("INSERT INTO ", s,
-                                    " AS t (stream, topic, era, partition_count) VALUES ($1, $2, 0,"
-                                    " $3::integer) ON CONFLICT (stream, topic) DO UPDATE SET"
-                                    " partition_count = excluded.partition_count"));
-    db.prepare(read_count,
-               concat("SELECT partition_count FROM ", s, " WHERE stream = $1 AND topic = $2"));
+    db.prepare(count, position_statements::record_partition_count(s));
+    db.prepare(read_stream, position_statements::read_stream(s));
+    db.prepare(bump_era, position_statements::bump_era(s));
+    db.prepare(accept_count, position_statements::accept_partition_count(s));
   }
 
   // Refuses a position table of an earlier layout that lacks `column` (create_tables is off, so
@@ -192,28 +156,11 @@ struct position_sql final {
                                        " ADD COLUMN ", column, " ", type));
   }
 
-  /// Prepares a position store's write on `db` (after prepare): one partition's row, bound to
-  /// what the store vouches for ($5; NULL when unbound). An unbound row is bound; a row bound
-  /// to anything else is not changed (NULL matches only NULL), nor one owned at another epoch.
+  /// Prepares a position store's write and its reservation of a row on `db` (after prepare).
   static void prepare_store(connection& db, const position_location& where) {
     const std::string p = require_identifier(where.position_table, "position table name");
-    db.prepare(store_bound,
-               concat("INSERT INTO ", p,
-                      " AS t (stream, topic, \"partition\", position, owner_epoch, bound_to,"
-                      " fingerprint, fingerprint_position) VALUES ($1, $2, $3, $4, 0, $5, $6, $4)"
-                      " ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET position ="
-                      " excluded.position, bound_to = excluded.bound_to, fingerprint ="
-                      " excluded.fingerprint, fingerprint_position = excluded.fingerprint_position"
-                      " WHERE t.owner_epoch = excluded.owner_epoch AND (t.bound_to IS NULL OR"
-                      " t.bound_to IS NOT DISTINCT FROM excluded.bound_to) RETURNING 1"));
-    // A bound store reserves its row when it first reads it: a second consumer that starts at
-    // the same time is refused at its own read, before it writes a row (a reservation holds no
-    // position, and changes no row that exists).
-    db.prepare(reserve,
-               concat("INSERT INTO ", p,
-                      " (stream, topic, \"partition\", position, owner_epoch, bound_to)"
-                      " VALUES ($1, $2, $3, NULL, 0, $4) ON CONFLICT (stream, topic, \"partition\")"
-                      " DO NOTHING"));
+    db.prepare(store_bound, position_statements::store_bound(p));
+    db.prepare(reserve, position_statements::reserve(p));
   }
 };
 

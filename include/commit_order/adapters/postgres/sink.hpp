@@ -422,7 +422,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// The stream's era (see epoch::of), read from the server: raised only by `bump_era`.
   [[nodiscard]] std::int64_t era() {
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str()};
-    const result r = exec(detail::position_sql::era, 2, values);
+    const result r = exec(detail::position_sql::read_stream, 2, values);
     return r.rows() == 0 ? 0 : r.integer(0, 0);
   }
 
@@ -438,19 +438,17 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str(), count.c_str(),
                             Mode::version_guarded ? "true" : "false"};
     const result r = exec(detail::position_sql::count, 4, values);
-    const auto stored = static_cast<std::size_t>(r.integer(0, 0));
-    if (stored != n)
-      throw partition_count_changed(stored, n);
+    adapters::detail::check_recorded_count(static_cast<std::size_t>(r.integer(0, 0)), n);
   }
 
   /// The partition count the stream's first claim recorded (none before it), read from the
   /// server.
   [[nodiscard]] std::optional<std::size_t> partition_count() {
     const char* values[] = {options_.stream.c_str(), options_.topic.c_str()};
-    const result r = exec(detail::position_sql::read_count, 2, values);
-    if (r.rows() == 0 || r.is_null(0, 0))
+    const result r = exec(detail::position_sql::read_stream, 2, values);
+    if (r.rows() == 0 || r.is_null(0, 1))
       return std::nullopt;
-    return static_cast<std::size_t>(r.integer(0, 0));
+    return static_cast<std::size_t>(r.integer(0, 1));
   }
 
   /// The operator's act when a consumer group was deleted and recreated (its generations
@@ -515,7 +513,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   static std::optional<std::uint64_t> fingerprint_in(const result& r, int column) {
     if (r.is_null(0, column))
       return std::nullopt;
-    return static_cast<std::uint64_t>(r.integer(0, column));
+    return adapters::detail::fingerprint_from_column(r.integer(0, column));
   }
 
   // The data table as the server resolves it, schema-qualified whatever the options say (a
@@ -538,7 +536,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
     if (r.is_null(0, column))
       return;
     const std::string held(r.text(0, column));
-    if (!detail::binding_holds(held, bound_to_)) [[unlikely]]
+    if (adapters::detail::claim_refused(held, bound_to_)) [[unlikely]]
       throw_bound_elsewhere(k, held);
   }
 

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "commit_order/adapters/detail/position_protocol.hpp"
 #include "commit_order/adapters/detail/write_modes.hpp"
 #include "commit_order/adapters/postgres/connection.hpp"
 #include "commit_order/adapters/postgres/table.hpp"
@@ -141,7 +142,7 @@ class unit_buffer final {
       position_arrays_[1].add(s.p.value());
       position_arrays_[2].add(s.e.value());
       if (s.fingerprint)
-        position_arrays_[3].add(static_cast<std::int64_t>(*s.fingerprint));
+        position_arrays_[3].add(adapters::detail::fingerprint_to_column(*s.fingerprint));
       else
         position_arrays_[3].add_null();
     }

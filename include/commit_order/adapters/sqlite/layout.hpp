@@ -47,6 +47,7 @@
 #include <string_view>
 #include <utility>
 
+#include "commit_order/adapters/detail/position_protocol.hpp"
 #include "commit_order/adapters/sqlite/connection.hpp"
 #include "commit_order/adapters/sqlite/table.hpp"
 #include "commit_order/adapters/sqlite/text.hpp"
@@ -110,12 +111,17 @@ inline std::string_view unquoted(std::string_view quoted) {
   return quoted.substr(1, quoted.size() - 2);
 }
 
+/// How SQLite spells the shared position protocol (adapters/detail/position_protocol.hpp).
+struct dialect final {
+  static constexpr char parameter = '?';
+  static constexpr std::string_view int64 = "INTEGER";
+  static constexpr std::string_view same = "IS";
+  static constexpr std::string_view boolean = "";  // no boolean type: 0 or 1
+};
+using position_statements = adapters::detail::position_statements<dialect>;
+
 inline std::string positions_definition(std::string_view quoted_table) {
-  return concat("CREATE TABLE IF NOT EXISTS ", quoted_table,
-                " (stream TEXT NOT NULL, topic TEXT NOT NULL, \"partition\" INTEGER NOT NULL,"
-                " position INTEGER, owner_epoch INTEGER NOT NULL DEFAULT 0, bound_to TEXT,"
-                " fingerprint INTEGER, fingerprint_position INTEGER, PRIMARY KEY (stream, topic, "
-                "\"partition\"))");
+  return position_statements::create_positions(quoted_table);
 }
 
 inline std::string claims_definition(std::string_view quoted_table) {
@@ -126,9 +132,7 @@ inline std::string claims_definition(std::string_view quoted_table) {
 }
 
 inline std::string streams_definition(std::string_view quoted_table) {
-  return concat("CREATE TABLE IF NOT EXISTS ", quoted_table,
-                " (stream TEXT NOT NULL, topic TEXT NOT NULL, era INTEGER NOT NULL DEFAULT 0,"
-                " partition_count INTEGER, PRIMARY KEY (stream, topic))");
+  return position_statements::create_streams(quoted_table);
 }
 
 template <class D>

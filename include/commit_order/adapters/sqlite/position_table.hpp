@@ -30,9 +30,16 @@ namespace commit_order::sqlite {
 struct position_row final {
   std::optional<position> stored;
   epoch owner{};
+  bool exists = false;  ///< false: there is no row (stored and owner say nothing)
 };
 
 namespace detail {
+
+using adapters::detail::claim_refused;
+using adapters::detail::failed_write_is_binding;
+using adapters::detail::fingerprint_from_column;
+using adapters::detail::fingerprint_to_column;
+using adapters::detail::store_read_refused;
 
 // The moment a claim was made, as the claim table records it (UTC, milliseconds).
 inline constexpr std::string_view sql_now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
@@ -57,65 +64,15 @@ class position_table final {
     if (create)
       db.exec(positions_definition(table_));
     add_missing_columns(db, table_, create);
-    const std::string key = "stream = ?1 AND topic = ?2 AND \"partition\" = ?3";
-    load_.emplace(db.prepare(concat("SELECT position, owner_epoch, bound_to, ", fingerprint_sql,
-                                    " FROM ", table_, " WHERE ", key)));
-    // The WHERE makes the write conditional on ownership: a stale owner's write changes no
-    // row, which is how it learns it was fenced, inside the transaction it must roll back.
-    // The fingerprint is stored with the position it belongs to: a writer that moves the
-    // position and knows nothing of fingerprints (a position store, an earlier version of this
-    // library) leaves a fingerprint that no longer matches the position, and none is returned.
-    // An owner's write (epoch above 0) only updates: its claim made the row, so a missing row
-    // was deleted under it, and recreating it would write a position nobody claimed.
-    store_claimed_.emplace(db.prepare(concat(
-        "UPDATE ", table_,
-        " SET position = ?4, fingerprint = ?6, fingerprint_position = ?4 WHERE stream = ?1 AND"
-        " topic = ?2 AND \"partition\" = ?3 AND owner_epoch = ?5")));
-    // Epoch 0 is a sink used without claims: its first write makes the row.
-    store_.emplace(db.prepare(concat(
-        "INSERT INTO ", table_,
-        " (stream, topic, \"partition\", position, owner_epoch, fingerprint, fingerprint_position)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?4) ON CONFLICT (stream, topic, \"partition\") DO UPDATE"
-        " SET position = excluded.position, fingerprint = excluded.fingerprint,"
-        " fingerprint_position = excluded.fingerprint_position WHERE ",
-        table_, ".owner_epoch = excluded.owner_epoch")));
-    // Raises the epoch or returns nothing: one statement, so no other connection's claim can
-    // come between reading the epoch and raising it.
-    // A claim binds an unbound row to its table and returns the binding the row holds after
-    // it: another table's is refused (the transaction is rolled back), never taken over.
-    claim_.emplace(db.prepare(concat(
-        "INSERT INTO ", table_,
-        " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3,"
-        " NULL, ?4, ?5) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch ="
-        " excluded.owner_epoch, bound_to = COALESCE(",
-        table_, ".bound_to, excluded.bound_to) WHERE ", table_,
-        ".owner_epoch <= excluded.owner_epoch RETURNING position, bound_to, ", fingerprint_sql)));
-    // A fresh claim: one above whatever the row holds (1 for a new row), in one statement.
-    claim_next_.emplace(db.prepare(concat(
-        "INSERT INTO ", table_,
-        " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3,"
-        " NULL, 1, ?4) ON CONFLICT (stream, topic, \"partition\") DO UPDATE SET owner_epoch = ",
-        table_, ".owner_epoch + 1, bound_to = COALESCE(", table_,
-        ".bound_to, excluded.bound_to) RETURNING owner_epoch, position, bound_to, ",
-        fingerprint_sql)));
-    // A position store's write (no claim comes before it): it binds an unbound row to what the
-    // store vouches for, and changes no row bound to anything else (NULL matches only NULL).
-    store_bound_.emplace(db.prepare(concat(
-        "INSERT INTO ", table_,
-        " (stream, topic, \"partition\", position, owner_epoch, bound_to, fingerprint,"
-        " fingerprint_position) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?4) ON CONFLICT (stream, topic,"
-        " \"partition\") DO UPDATE SET position = excluded.position, bound_to = excluded.bound_to,"
-        " fingerprint = excluded.fingerprint, fingerprint_position = excluded.fingerprint_position"
-        " WHERE ",
-        table_, ".owner_epoch = excluded.owner_epoch AND (", table_, ".bound_to IS NULL OR ",
-        table_, ".bound_to IS excluded.bound_to)")));
-    // A bound store reserves its row when it first reads it: a second consumer that starts at
-    // the same time is refused at its own read, before it writes a row (a reservation holds no
-    // position, and changes no row that exists).
-    reserve_.emplace(db.prepare(concat(
-        "INSERT INTO ", table_,
-        " (stream, topic, \"partition\", position, owner_epoch, bound_to) VALUES (?1, ?2, ?3,"
-        " NULL, 0, ?4) ON CONFLICT (stream, topic, \"partition\") DO NOTHING")));
+    // The shared protocol's statements (adapters/detail/position_protocol.hpp), which say
+    // what each changes and returns.
+    load_.emplace(db.prepare(position_statements::load(table_)));
+    store_claimed_.emplace(db.prepare(position_statements::store_claimed(table_)));
+    store_.emplace(db.prepare(position_statements::store_unclaimed(table_)));
+    claim_.emplace(db.prepare(position_statements::claim(table_)));
+    claim_next_.emplace(db.prepare(position_statements::claim_next(table_)));
+    store_bound_.emplace(db.prepare(position_statements::store_bound(table_)));
+    reserve_.emplace(db.prepare(position_statements::reserve(table_)));
     for (statement* s : {&*load_, &*store_, &*store_claimed_, &*store_bound_, &*claim_,
                          &*claim_next_, &*reserve_}) {
       s->bind(1, stream_);
@@ -134,6 +91,7 @@ class position_table final {
     if (!s.step())
       return {};
     position_row row;
+    row.exists = true;
     if (!s.column_is_null(0))
       row.stored = position{s.column_int64(0)};
     row.owner = epoch{s.column_int64(1)};
@@ -153,7 +111,7 @@ class position_table final {
       s.bind(4, p.value());
       s.bind(5, e.value());
       if (fingerprint)
-        s.bind(6, static_cast<std::int64_t>(*fingerprint));  // the same 64 bits, as SQLite's
+        s.bind(6, fingerprint_to_column(*fingerprint));
       else
         s.bind_null(6);
       s.step();
@@ -188,17 +146,16 @@ class position_table final {
       s.bind(4, p.value());
       s.bind(5, e.value());
       if (fingerprint)
-        s.bind(7, static_cast<std::int64_t>(*fingerprint));
+        s.bind(7, fingerprint_to_column(*fingerprint));
       else
         s.bind_null(7);
       s.step();
     }
     if (db_->changes() != 1) [[unlikely]] {
-      // A row bound to something else than a bound store's is another consumer's, whatever its
-      // epoch: that is the blame (not a fencing, which says a newer copy of this consumer took
-      // over). An unbound store can tell only when the epoch is its own.
       // The check reads the row only to judge it: loaded_fingerprint() stays the last load's.
-      if (!bound_to_.empty() || load(k).owner == e)
+      const position_row row = load(k);
+      if (failed_write_is_binding(row.exists ? std::optional{row.owner} : std::nullopt, bound_to_,
+                                  e))
         (void)load_bound(k, true, false);
       throw_fenced(k, e);
     }
@@ -214,10 +171,8 @@ class position_table final {
     if (!s.step())
       return std::nullopt;
     if (check && !s.column_is_null(2)) {
-      // Exactly the store's: its write changes only such a row (store_bound_), so a row it
-      // read and could not write would be fenced at every commit.
       const std::string held = s.column_text(2);
-      if (held != bound_to_) [[unlikely]]
+      if (store_read_refused(held, bound_to_)) [[unlikely]]
         throw_bound_elsewhere(k, held);
     }
     if (note_fingerprint)
@@ -315,14 +270,9 @@ class position_table final {
 
  private:
   [[noreturn, gnu::cold, gnu::noinline]] void throw_unbound_default() const {
-    throw std::invalid_argument(concat(
-        "commit_order::sqlite: a position store with the default stream \"default\" vouches "
-        "for nothing: the pipeline's sink names no table (a sink of your own, or a wrapper of a "
-        "SQLite sink) and its source no identity, so a second consumer of this database that "
-        "kept the defaults too would share its position in ",
-        table_,
-        " -- name this consumer in store_options::stream, or make the store from the SQLite "
-        "sink (position_store(sink))"));
+    adapters::detail::throw_unbound_default(
+        "commit_order::sqlite", "SQLite", table_,
+        ", or make the store from the SQLite sink (position_store(sink))");
   }
 
   [[noreturn, gnu::cold, gnu::noinline]] void throw_fenced(partition_id k, epoch e) {
@@ -347,29 +297,22 @@ class position_table final {
   // The row a claim returned is bound to this table, or the claim is refused. (A row without
   // a binding can only be returned to a claimer without one: a store's or an operator's.)
   void check_binding(partition_id k, statement& s, int column) {
-    if (bound_to_.empty() || s.column_is_null(column))
+    if (s.column_is_null(column))
       return;
     const std::string held = s.column_text(column);
-    if (!binding_holds(held, bound_to_)) [[unlikely]]
+    if (claim_refused(held, bound_to_)) [[unlikely]]
       throw_bound_elsewhere(k, held);
   }
 
   [[noreturn, gnu::cold, gnu::noinline]] void throw_bound_elsewhere(partition_id k,
                                                                     const std::string& held) {
-    throw position_bound_elsewhere(
-        k, stream_, topic_, held, bound_to_,
-        concat("UPDATE ", table_, " SET bound_to = NULL WHERE stream = ", sql_literal(stream_),
-               " AND topic = ", sql_literal(topic_), " AND bound_to = ", sql_literal(held), ";"));
+    adapters::detail::throw_bound_elsewhere(k, table_, stream_, topic_, held, bound_to_);
   }
-
-  // A claim's fingerprint: the one stored with the position the row holds, or none.
-  static constexpr std::string_view fingerprint_sql =
-      "CASE WHEN fingerprint_position IS position THEN fingerprint END";
 
   static std::optional<std::uint64_t> fingerprint_in(statement& s, int column) {
     if (s.column_is_null(column))
       return std::nullopt;
-    return static_cast<std::uint64_t>(s.column_int64(column));
+    return fingerprint_from_column(s.column_int64(column));
   }
 
   // Adds the columns a position table written by an earlier version lacks: bound_to (before
@@ -486,17 +429,11 @@ class stream_table final {
       , table_(require_identifier(table, "stream table name")) {
     if (create)
       db.exec(streams_definition(table_));
-    const std::string key = " WHERE stream = ?1 AND topic = ?2";
-    read_.emplace(db.prepare(concat("SELECT era, partition_count FROM ", table_, key)));
-    set_count_.emplace(db.prepare(
-        concat("INSERT INTO ", table_,
-               " (stream, topic, partition_count) VALUES (?1, ?2, ?3) ON CONFLICT (stream, topic)"
-               " DO UPDATE SET partition_count = excluded.partition_count")));
-    bump_.emplace(db.prepare(concat("INSERT INTO ", table_,
-                                    " (stream, topic, era) VALUES (?1, ?2, 1) ON CONFLICT"
-                                    " (stream, topic) DO UPDATE SET era = ",
-                                    table_, ".era + 1 RETURNING era")));
-    for (statement* s : {&*read_, &*set_count_, &*bump_}) {
+    read_.emplace(db.prepare(position_statements::read_stream(table_)));
+    set_count_.emplace(db.prepare(position_statements::accept_partition_count(table_)));
+    record_count_.emplace(db.prepare(position_statements::record_partition_count(table_)));
+    bump_.emplace(db.prepare(position_statements::bump_era(table_)));
+    for (statement* s : {&*read_, &*set_count_, &*record_count_, &*bump_}) {
       s->bind(1, stream_);
       s->bind(2, topic_);
     }
@@ -533,6 +470,23 @@ class stream_table final {
     s.step();
   }
 
+  /// A claim's record of the partition count `n` it sees: recorded when none is, or whatever is
+  /// when `version_guarded` (its guard does not depend on partitions); throws
+  /// partition_count_changed when another count stays recorded.
+  void record_partition_count(std::size_t n, bool version_guarded) {
+    statement& s = *record_count_;
+    reset_on_exit reset(s);
+    s.bind(3, static_cast<std::int64_t>(n));
+    s.bind(4, std::int64_t{version_guarded ? 1 : 0});
+    std::size_t recorded = n;
+    if (s.step()) {
+      recorded = static_cast<std::size_t>(s.column_int64(0));
+      while (s.step()) {
+      }
+    }
+    adapters::detail::check_recorded_count(recorded, n);
+  }
+
   /// Raises the era by one and returns it.
   std::int64_t bump_era() {
     statement& s = *bump_;
@@ -552,6 +506,7 @@ class stream_table final {
   std::string table_;
   std::optional<statement> read_;
   std::optional<statement> set_count_;
+  std::optional<statement> record_count_;
   std::optional<statement> bump_;
 };
 

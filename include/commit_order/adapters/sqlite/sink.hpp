@@ -402,12 +402,7 @@ class table_sink : public detail::key_alias<D, Mode::keyed> {
   /// records the new count instead: its guard does not depend on partitions.
   void check_partition_count(std::size_t n) {
     require_transaction("check_partition_count()");
-    const std::optional<std::size_t> stored = streams_->partition_count();
-    if (stored == n)
-      return;
-    if (stored && !Mode::version_guarded)
-      throw partition_count_changed(*stored, n);
-    streams_->set_partition_count(n);
+    streams_->record_partition_count(n, Mode::version_guarded);
   }
 
   /// The partition count recorded at the first claim (none before it).
