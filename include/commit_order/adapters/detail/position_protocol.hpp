@@ -232,13 +232,17 @@ struct position_statements final {
   return !mine.empty() && held && *held != mine;
 }
 
-/// Why a position store's write changed no row: the row another consumer's (bound elsewhere,
-/// whatever its epoch: that is the blame, not a fencing, which says a newer copy of this consumer
-/// took over) or a newer owner's. An unbound store can tell a binding only when the epoch is its
-/// own. `row_owner` is the epoch the row holds (none: there is no row).
-[[nodiscard]] inline bool failed_write_is_binding(std::optional<epoch> row_owner,
-                                                  std::string_view mine, epoch writer) {
-  return row_owner && (!mine.empty() || *row_owner == writer);
+/// Why a position store's write changed no row, judged from the row read after it: true when the
+/// row's binding is to blame -- the row is another consumer's (bound elsewhere), which is the
+/// blame whatever its epoch, not a fencing, which says a newer copy of this consumer took over.
+/// A store's write changes only a row bound to exactly what it vouches for or to nothing, so an
+/// unbound store (`mine` empty) is refused by any binding; it can tell a binding from a fencing
+/// only when the epoch is its own. `row_owner` is the epoch the row holds (none: there is no
+/// row), `held` its binding (none: unbound).
+[[nodiscard]] inline bool failed_write_bound_elsewhere(std::optional<epoch> row_owner,
+                                                       std::optional<std::string_view> held,
+                                                       std::string_view mine, epoch writer) {
+  return row_owner && held && *held != mine && (!mine.empty() || *row_owner == writer);
 }
 
 /// A claim's judgment of the partition count record_partition_count left recorded.

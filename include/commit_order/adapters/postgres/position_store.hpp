@@ -151,8 +151,11 @@ class position_store final {
       const result row = load_row(k);
       const std::optional<epoch> owner =
           row.rows() == 0 ? std::nullopt : std::optional{epoch{row.integer(0, 1)}};
-      if (adapters::detail::failed_write_is_binding(owner, bound_to_, epoch{0}))
-        check_binding(k, row);
+      std::optional<std::string_view> held;
+      if (row.rows() != 0 && !row.is_null(0, 2))
+        held = row.text(0, 2);
+      if (adapters::detail::failed_write_bound_elsewhere(owner, held, bound_to_, epoch{0}))
+        throw_bound_elsewhere(k, std::string(*held));
       throw fenced(epoch{0}, owner.value_or(epoch{0}), k);
     }
     ++commits_;

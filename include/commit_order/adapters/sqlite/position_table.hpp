@@ -36,7 +36,7 @@ struct position_row final {
 namespace detail {
 
 using adapters::detail::claim_refused;
-using adapters::detail::failed_write_is_binding;
+using adapters::detail::failed_write_bound_elsewhere;
 using adapters::detail::fingerprint_from_column;
 using adapters::detail::fingerprint_to_column;
 using adapters::detail::store_read_refused;
@@ -151,23 +151,36 @@ class position_table final {
         s.bind_null(7);
       s.step();
     }
-    if (db_->changes() != 1) [[unlikely]] {
-      // The check reads the row only to judge it: loaded_fingerprint() stays the last load's.
-      const position_row row = load(k);
-      if (failed_write_is_binding(row.exists ? std::optional{row.owner} : std::nullopt, bound_to_,
-                                  e))
-        (void)load_bound(k, true, false);
-      throw_fenced(k, e);
-    }
+    if (db_->changes() != 1) [[unlikely]]
+      refuse_store_bound(k, e);
   }
 
  private:
-  std::optional<position> load_bound(partition_id k, bool check, bool note_fingerprint = true) {
+  // Why store_bound changed no row: the row is read only to judge it (loaded_fingerprint()
+  // stays the last load's).
+  [[noreturn, gnu::cold, gnu::noinline]] void refuse_store_bound(partition_id k, epoch e) {
+    std::optional<epoch> owner;
+    std::optional<std::string> held;
+    {
+      statement& s = *load_;
+      reset_on_exit reset(s);
+      s.bind(3, k.value());
+      if (s.step()) {
+        owner = epoch{s.column_int64(1)};
+        if (!s.column_is_null(2))
+          held = s.column_text(2);
+      }
+    }
+    if (failed_write_bound_elsewhere(owner, held, bound_to_, e))
+      throw_bound_elsewhere(k, *held);
+    throw fenced(e, owner.value_or(epoch{0}), k);
+  }
+
+  std::optional<position> load_bound(partition_id k, bool check) {
     statement& s = *load_;
     reset_on_exit reset(s);
     s.bind(3, k.value());
-    if (note_fingerprint)
-      loaded_fingerprint_.reset();
+    loaded_fingerprint_.reset();
     if (!s.step())
       return std::nullopt;
     if (check && !s.column_is_null(2)) {
@@ -175,8 +188,7 @@ class position_table final {
       if (store_read_refused(held, bound_to_)) [[unlikely]]
         throw_bound_elsewhere(k, held);
     }
-    if (note_fingerprint)
-      loaded_fingerprint_ = fingerprint_in(s, 3);
+    loaded_fingerprint_ = fingerprint_in(s, 3);
     if (s.column_is_null(0))
       return std::nullopt;
     return position{s.column_int64(0)};
