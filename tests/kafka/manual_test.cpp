@@ -1015,3 +1015,27 @@ TEST_CASE("lag reports of a partition_source go to the partition it reads, never
   CHECK_FALSE(kafka.load(p0).has_value());
   CHECK(src.background_commit_failures() == 0);
 }
+
+TEST_CASE("lag reports reach the group in order: a retried report never lands after a later one") {
+  // librdkafka retries an asynchronous commit the coordinator answered "loading" after a
+  // backoff, and meanwhile sends the next one: unserialized, the older report lands last and
+  // the group shows an older position for good (lag tools would see the partition fall back).
+  kf::mock_cluster mc;
+  mc.create_topic("orders", 2);
+  using source_t = kf::assigned_source<order, co::AtLeastOnce<>>;
+  source_t src(options_for(mc, "orders", "ordered-reports"), {p0, p1});
+  kf::offset_store kafka(src);
+  kafka.commit(p0, co::position{0});  // the coordinator is known before the reports start
+  mc.push_request_errors(kf::api::offset_commit, {RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS});
+  const std::array first{co::start_at{p1, co::position{1}}};
+  const std::array later{co::start_at{p1, co::position{100}}};
+  src.client().commit_async(first);
+  src.client().commit_async(later);
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    (void)src.poll(1);  // serves librdkafka's commit results
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(kafka.load(p1) == co::position{100});
+  CHECK(src.background_commit_failures() == 0);
+}

@@ -49,6 +49,11 @@ struct list_deleter final {
 };
 using list_ptr = std::unique_ptr<rd_kafka_topic_partition_list_t, list_deleter>;
 
+struct queue_deleter final {
+  void operator()(rd_kafka_queue_t* q) const noexcept { rd_kafka_queue_destroy(q); }
+};
+using queue_ptr = std::unique_ptr<rd_kafka_queue_t, queue_deleter>;
+
 struct message_deleter final {
   void operator()(rd_kafka_message_t* m) const noexcept { rd_kafka_message_destroy(m); }
 };

@@ -148,6 +148,7 @@ class client_core {
     // Everything the client reports (errors, rebalances, commit results) is served by
     // rd_kafka_consumer_poll, on the polling thread.
     rd_kafka_poll_set_consumer(rk_.get());
+    reports_.reset(rd_kafka_queue_get_consumer(rk_.get()));
     topic_.reset(rd_kafka_topic_new(rk_.get(), o.topic.c_str(), nullptr));
     if (!topic_)
       throw client_error("creating the topic handle for " + o.topic, rd_kafka_last_error());
@@ -309,17 +310,24 @@ class client_core {
                          e, "librdkafka stores offsets only for partitions assigned to it now");
   }
 
-  /// Commits positions asynchronously, for lag tools only: never read back as the position.
+  /// Reports positions to the group asynchronously, for lag tools only: never read back as the
+  /// position. librdkafka keeps no order between asynchronous commits (one it retries after a
+  /// backoff lands after the next one), so one report is in flight at a time and those made
+  /// meanwhile are merged into the next, the latest position of each partition kept: the
+  /// group's offsets only move forward, and the last report is always sent. Answers are served
+  /// by the consumer's poll.
   void commit_async(std::span<const start_at> positions) {
     if (positions.empty() || group_id_.empty())
       return;
-    list_ptr list = make_list(static_cast<int>(positions.size()));
-    for (const start_at& s : positions)
-      rd_kafka_topic_partition_list_add(list.get(), topic().c_str(), s.partition.value())->offset =
-          s.at.value();
-    const auto e = rd_kafka_commit(rk_.get(), list.get(), 1);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-      note_background_commit_failure(e);
+    for (const start_at& s : positions) {
+      auto same = std::ranges::find(report_pending_, s.partition, &start_at::partition);
+      if (same != report_pending_.end())
+        same->at = s.at;
+      else
+        report_pending_.push_back(s);
+    }
+    if (!report_in_flight_)
+      send_report();
   }
 
   /// Transient errors seen so far (retried, never thrown).
@@ -360,9 +368,6 @@ class client_core {
                             rd_kafka_topic_partition_list_t* partitions) noexcept = 0;
   /// A fatal error of the client: kept, and thrown from the next poll. Must not throw.
   virtual void on_fatal(std::exception_ptr e) noexcept = 0;
-
-  handle_ptr rk_;
-  topic_ptr topic_;
 
  private:
   // Each partition's answer, in the order of the request's positions.
@@ -426,18 +431,49 @@ class client_core {
     }
   }
 
-  static void offset_commit_cb(rd_kafka_t*, rd_kafka_resp_err_t err,
-                               rd_kafka_topic_partition_list_t* offsets, void* opaque) noexcept {
+  void send_report() {
+    list_ptr list = make_list(static_cast<int>(report_pending_.size()));
+    for (const start_at& s : report_pending_)
+      rd_kafka_topic_partition_list_add(list.get(), topic().c_str(), s.partition.value())->offset =
+          s.at.value();
+    report_pending_.clear();
+    const auto e =
+        rd_kafka_commit_queue(rk_.get(), list.get(), reports_.get(), &client_core::report_cb, this);
+    report_in_flight_ = e == RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (!report_in_flight_)
+      note_background_commit_failure(e);
+  }
+
+  static void report_cb(rd_kafka_t*, rd_kafka_resp_err_t err,
+                        rd_kafka_topic_partition_list_t* offsets, void* opaque) noexcept {
     auto* self = static_cast<client_core*>(opaque);
+    self->report_in_flight_ = false;
+    self->note_commit_answer(err, offsets);
+    if (self->report_pending_.empty())
+      return;
+    try {
+      self->send_report();
+    } catch (...) {
+      self->on_fatal(std::current_exception());
+    }
+  }
+
+  void note_commit_answer(rd_kafka_resp_err_t err,
+                          const rd_kafka_topic_partition_list_t* offsets) noexcept {
     // _NO_OFFSET: an auto-commit with nothing stored yet, not a failure.
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
-      self->note_background_commit_failure(err);
+      note_background_commit_failure(err);
       return;
     }
     if (offsets != nullptr)
       for (int i = 0; i < offsets->cnt; ++i)
         if (offsets->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-          self->note_background_commit_failure(offsets->elems[i].err);
+          note_background_commit_failure(offsets->elems[i].err);
+  }
+
+  static void offset_commit_cb(rd_kafka_t*, rd_kafka_resp_err_t err,
+                               rd_kafka_topic_partition_list_t* offsets, void* opaque) noexcept {
+    static_cast<client_core*>(opaque)->note_commit_answer(err, offsets);
   }
 
   static void rebalance_cb(rd_kafka_t*, rd_kafka_resp_err_t err,
@@ -456,6 +492,17 @@ class client_core {
   transient_error last_transient_;
   std::size_t background_commit_failures_ = 0;
   rd_kafka_resp_err_t last_background_commit_error_ = RD_KAFKA_RESP_ERR_NO_ERROR;
+  std::vector<start_at> report_pending_;  // reports made while one was in flight, merged
+  bool report_in_flight_ = false;
+
+ protected:
+  // Declared last, so that every member above is alive while the handle closes (its callbacks
+  // use them).
+  handle_ptr rk_;
+  topic_ptr topic_;
+
+ private:
+  queue_ptr reports_;  // the consumer's queue, where the answers to reports are served
 };
 
 /// A consumer that hands out decoded records in batches, and keeps the rebalance protocol.
