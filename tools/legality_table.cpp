@@ -67,7 +67,8 @@ using sink_sets =
     type_list<sink_set<>, sink_set<co::DuplicatesHarmless>, sink_set<co::Idempotent>,
               sink_set<co::Idempotent, co::OffsetGuarded>,
               sink_set<co::Idempotent, co::OffsetGuarded, co::Transactional>,
-              sink_set<co::Transactional>, sink_set<co::Idempotent, co::Transactional>,
+              sink_set<co::Transactional>, sink_set<co::AppendOnly, co::Transactional>,
+              sink_set<co::Idempotent, co::Transactional>,
               sink_set<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Ledger>,
               sink_set<co::SideEffecting>>;
 

@@ -30,6 +30,13 @@ struct Idempotent final {
 struct OffsetGuarded final {
   static constexpr std::string_view name = "OffsetGuarded";
 };
+/// Every write appends a new entry (a log, a topic) and none replaces another: there is no row a
+/// replay could put older data over, so the offset guard R5 asks of an upsert has nothing to
+/// guard. A replay would add a copy instead, so the other rules hold as for any sink that keeps
+/// what it is given (R3 refuses it under a replaying policy).
+struct AppendOnly final {
+  static constexpr std::string_view name = "AppendOnly";
+};
 /// Multi-row transactions that can also store and load the consumer's position.
 struct Transactional final {
   static constexpr std::string_view name = "Transactional";

@@ -36,6 +36,7 @@ struct max_transaction_rows_zero;
 struct retry_count_zero;
 struct memory_idempotent_without_key;
 struct memory_guard_without_upsert;
+struct memory_append_only_upsert;
 struct file_trivial_codec_event;
 struct file_codec_shape;
 struct file_sync_policy;
@@ -72,7 +73,7 @@ template <class Rule, bool Holds>
 constexpr bool require() {
   static_assert(is_registered_v<Rule>,
                 "commit_order: a part checks a rule that is not in part_rules::all_part_rules");
-  static_assert(detail::fingerprint_for<Rule> == 0x9d5951902b501e84ULL,
+  static_assert(detail::fingerprint_for<Rule> == 0x474a21351aff7395ULL,
                 "commit_order: the part rule checks in part_checks.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
   if constexpr (!Holds) {
     static_assert(!std::is_same_v<Rule, max_transaction_rows_zero>,
@@ -83,6 +84,8 @@ constexpr bool require() {
                   "commit_order MM1: an Idempotent memory::table needs a key -- name it, e.g. memory::table<Row, key<&Row::id>, capabilities<Idempotent, Volatile>>");
     static_assert(!std::is_same_v<Rule, memory_guard_without_upsert>,
                   "commit_order MM2: OffsetGuarded and VersionGuarded are conditions on a keyed upsert -- declare Idempotent, with a key, beside them");
+    static_assert(!std::is_same_v<Rule, memory_append_only_upsert>,
+                  "commit_order MM3: an AppendOnly memory::table cannot upsert -- a log keeps every row it is given; drop Idempotent, the key and any guard, or drop AppendOnly");
     static_assert(!std::is_same_v<Rule, file_trivial_codec_event>,
                   "commit_order FL1: file::trivial_codec writes the event's bytes and the event is not trivially copyable (a std::string member is a pointer into this process) -- give file::log a codec with an explicit format");
     static_assert(!std::is_same_v<Rule, file_codec_shape>,

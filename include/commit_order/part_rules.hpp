@@ -69,6 +69,15 @@ struct memory_guard_without_upsert final {
   static constexpr std::string_view prevents = "a guard with no stored row to compare with";
 };
 
+struct memory_append_only_upsert final {
+  static constexpr std::string_view id = "MM3";
+  static constexpr std::string_view part = "memory::table";
+  static constexpr std::string_view message =
+      "commit_order MM3: an AppendOnly memory::table cannot upsert -- a log keeps every row it is "
+      "given; drop Idempotent, the key and any guard, or drop AppendOnly";
+  static constexpr std::string_view prevents = "a table that claims to append and replaces rows";
+};
+
 // ---- FL: the file log -----------------------------------------------------------------------
 
 struct file_trivial_codec_event final {
@@ -393,17 +402,19 @@ struct rule_list final {
 };
 
 /// Every rule a part checks of itself, by family.
-using all_part_rules = rule_list<
-    max_transaction_rows_zero, retry_count_zero, memory_idempotent_without_key,
-    memory_guard_without_upsert, file_trivial_codec_event, file_codec_shape, file_sync_policy,
-    sqlite_identifier, sqlite_empty_key, sqlite_column_elsewhere, sqlite_duplicate_column,
-    sqlite_column_type, sqlite_version_in_key, sqlite_version_not_a_column,
-    sqlite_version_not_a_number, sqlite_unsafe_journal, postgres_identifier, postgres_empty_key,
-    postgres_column_elsewhere, postgres_duplicate_column, postgres_column_type,
-    postgres_version_elsewhere, postgres_version_not_a_column, postgres_letter_format,
-    kafka_source_policy, kafka_codec_decodes, kafka_trivial_codec_event, kafka_offset_store_source,
-    kafka_producer_codec, kafka_key_codec, kafka_big_endian_integer, json_no_fields,
-    json_duplicate_field, json_field_elsewhere, json_field_type, json_event_default_constructible>;
+using all_part_rules =
+    rule_list<max_transaction_rows_zero, retry_count_zero, memory_idempotent_without_key,
+              memory_guard_without_upsert, memory_append_only_upsert, file_trivial_codec_event,
+              file_codec_shape, file_sync_policy, sqlite_identifier, sqlite_empty_key,
+              sqlite_column_elsewhere, sqlite_duplicate_column, sqlite_column_type,
+              sqlite_version_in_key, sqlite_version_not_a_column, sqlite_version_not_a_number,
+              sqlite_unsafe_journal, postgres_identifier, postgres_empty_key,
+              postgres_column_elsewhere, postgres_duplicate_column, postgres_column_type,
+              postgres_version_elsewhere, postgres_version_not_a_column, postgres_letter_format,
+              kafka_source_policy, kafka_codec_decodes, kafka_trivial_codec_event,
+              kafka_offset_store_source, kafka_producer_codec, kafka_key_codec,
+              kafka_big_endian_integer, json_no_fields, json_duplicate_field, json_field_elsewhere,
+              json_field_type, json_event_default_constructible>;
 
 namespace detail {
 template <class Rule, class List>

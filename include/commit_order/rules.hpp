@@ -511,7 +511,8 @@ struct position_needs_transactional_sink final {
                                    !has_capability_v<typename C::sink_type, Transactional>;
 };
 
-/// R5 — a replayed older record would overwrite newer data.
+/// R5 — a replayed older record would overwrite newer data. An AppendOnly sink overwrites
+/// nothing: the reason does not arise, and the predicate says so.
 struct transactional_position_needs_offset_guard final {
   static constexpr std::string_view id = "R5";
   static constexpr std::string_view message =
@@ -520,7 +521,8 @@ struct transactional_position_needs_offset_guard final {
   static constexpr std::string_view prevents = "older data overwriting newer data";
   template <class C>
   static constexpr bool violated =
-      policy_facts_v<typename C::policy_type>.position_in_sink && !guarded_v<typename C::sink_type>;
+      policy_facts_v<typename C::policy_type>.position_in_sink &&
+      !guarded_v<typename C::sink_type> && !has_capability_v<typename C::sink_type, AppendOnly>;
 };
 
 /// R6 — keep lossy configurations away from anything a ledger reads.

@@ -22,6 +22,8 @@ compile_fail_case(r4_position_needs_transactional R4
   "commit_order R4: the position cannot be stored in a sink without multi-row transactions")
 compile_fail_case(r5_offset_guard R5
   "commit_order R5: TransactionalPosition needs an OffsetGuarded sink")
+compile_fail_case(r5_append_only R5
+  "commit_order R5: TransactionalPosition needs an OffsetGuarded sink")
 compile_fail_case(r6_ledger R6
   "commit_order R6: this policy may lose records and the sink is a Ledger")
 compile_fail_case(r7_side_effecting R7
@@ -162,6 +164,8 @@ compile_fail_case(mm1_memory_idempotent_without_key MM1
   "commit_order MM1: an Idempotent memory::table needs a key")
 compile_fail_case(mm2_memory_guard_without_upsert MM2
   "commit_order MM2: OffsetGuarded and VersionGuarded are conditions on a keyed upsert")
+compile_fail_case(mm3_memory_append_only_upsert MM3
+  "commit_order MM3: an AppendOnly memory::table cannot upsert")
 compile_fail_case(fl1_string_member_default_codec FL1
   "commit_order FL1: file::trivial_codec writes the event's bytes and the event is not trivially copyable \\(a std::string member is a pointer into this process\\)")
 compile_fail_case(fl2_file_log_codec_shape FL2

@@ -35,7 +35,7 @@ using conformance::kit_key;
 
 // ---- the sinks --------------------------------------------------------------------------------
 
-enum class sink_kind { idempotent, guarded, transactional, harmless };
+enum class sink_kind { idempotent, guarded, transactional, harmless, transactional_log };
 
 inline const char* name_of(sink_kind k) {
   switch (k) {
@@ -47,6 +47,8 @@ inline const char* name_of(sink_kind k) {
       return "transactional+offset-guarded";
     case sink_kind::harmless:
       return "duplicates-harmless append";
+    case sink_kind::transactional_log:
+      return "transactional append-only log";
   }
   return "?";
 }
@@ -60,6 +62,10 @@ using transactional_caps = co::capabilities<co::Idempotent, co::OffsetGuarded, c
 /// Plain append that declares a replay harmless (a set of tombstones, say): duplicates are
 /// allowed, counted by offset.
 using harmless_caps = co::capabilities<co::DuplicatesHarmless>;
+/// A transactional log (a topic as a read_committed reader sees it): it appends, unkeyed and
+/// unguarded, and its position commits with its rows. Counted by offset: a duplicate is a
+/// failure unless the guarantee admits it.
+using log_caps = co::capabilities<co::AppendOnly, co::Transactional>;
 /// Over a partitioned source the guarded sinks compare offsets within a partition only (R17).
 using p_guarded_caps = co::capabilities<co::Idempotent, co::OffsetGuarded, co::PartitionScoped>;
 using p_transactional_caps =
@@ -70,6 +76,7 @@ using idempotent_fixture = conformance::memory_fixture<idempotent_caps>;
 using guarded_fixture = conformance::memory_fixture<guarded_caps>;
 using transactional_fixture = conformance::memory_fixture<transactional_caps>;
 using harmless_fixture = conformance::memory_fixture<harmless_caps, co::no_key>;
+using log_fixture = conformance::memory_fixture<log_caps, co::no_key>;
 
 /// The fixtures over a 2-partition topic, a consumer assigned both partitions.
 inline constexpr std::size_t matrix_partitions = 2;
@@ -79,19 +86,24 @@ using p_idempotent_fixture = two_partitions<idempotent_caps>;
 using p_guarded_fixture = two_partitions<p_guarded_caps>;
 using p_transactional_fixture = two_partitions<p_transactional_caps>;
 using p_harmless_fixture = two_partitions<harmless_caps, co::no_key>;
+using p_log_fixture = two_partitions<log_caps, co::no_key>;
 /// Guarded by offsets alone: with a partitioned source, rule R17 refuses them.
 using p_unscoped_guarded_fixture = two_partitions<guarded_caps>;
 using p_unscoped_transactional_fixture = two_partitions<transactional_caps>;
 
 using all_fixtures = ct::detail::type_list<idempotent_fixture, guarded_fixture,
-                                           transactional_fixture, harmless_fixture>;
-using all_partitioned_fixtures = ct::detail::type_list<p_idempotent_fixture, p_guarded_fixture,
-                                                       p_transactional_fixture, p_harmless_fixture>;
+                                           transactional_fixture, harmless_fixture, log_fixture>;
+using all_partitioned_fixtures =
+    ct::detail::type_list<p_idempotent_fixture, p_guarded_fixture, p_transactional_fixture,
+                          p_harmless_fixture, p_log_fixture>;
 
 template <class F>
 inline constexpr sink_kind kind_of_v = [] {
   using caps = typename F::sink_type::capabilities;
-  if constexpr (co::contains_capability_v<caps, co::Transactional>) {
+  if constexpr (co::contains_capability_v<caps, co::AppendOnly>) {
+    static_assert(co::contains_capability_v<caps, co::Transactional>);
+    return sink_kind::transactional_log;
+  } else if constexpr (co::contains_capability_v<caps, co::Transactional>) {
     return sink_kind::transactional;
   } else if constexpr (co::contains_capability_v<caps, co::OffsetGuarded>) {
     return sink_kind::guarded;
@@ -131,13 +143,14 @@ inline constexpr trigger_kind trigger_kind_of_v = [] {
   }
 }();
 
-/// The legality table (R1-R5, docs/legality.md), written out by hand for the four sinks: the set
+/// The legality table (R1-R5, docs/legality.md), written out by hand for the five sinks: the set
 /// the crash tests must run. It is compared with what `can_make_pipeline` accepts, so a rule that
 /// drifts from the design shows up as a mismatch, not as a silently smaller matrix.
 constexpr bool design_allows(policy_kind p, trigger_kind t, sink_kind s) {
-  const bool idempotent = s != sink_kind::harmless;
+  const bool idempotent = s != sink_kind::harmless && s != sink_kind::transactional_log;
   const bool guarded = s == sink_kind::guarded || s == sink_kind::transactional;
-  const bool transactional = s == sink_kind::transactional;
+  const bool transactional = s == sink_kind::transactional || s == sink_kind::transactional_log;
+  const bool appends = s == sink_kind::transactional_log;
   const bool harmless = s == sink_kind::harmless;
   if (t == trigger_kind::auto_commit && p != policy_kind::at_most_once)
     return false;  // R2
@@ -147,8 +160,8 @@ constexpr bool design_allows(policy_kind p, trigger_kind t, sink_kind s) {
     return false;  // R3
   if (p == policy_kind::transactional_position && !transactional)
     return false;  // R4
-  if (p == policy_kind::transactional_position && !guarded)
-    return false;  // R5
+  if (p == policy_kind::transactional_position && !guarded && !appends)
+    return false;  // R5: an append-only log overwrites nothing
   return true;
 }
 

@@ -47,12 +47,12 @@ TEST_CASE("random schedules: crashes, sink failures and retention never break th
   if (const auto s = ct::environment_number("COMMIT_ORDER_CRASH_SEED"))
     o.seed = *s;
 
-  // 21 legal policy x sink combinations, each under stop, retry and dead_letter.
+  // 25 legal policy x sink combinations, each under stop, retry and dead_letter.
   std::size_t configs = 0;
   ct::detail::for_each_type(all_fixtures{}, [&]<class F>(std::type_identity<F>) {
     configs += ct::detail::legal_schedule_configs<F>().size();
   });
-  REQUIRE(configs == 21 * 3);
+  REQUIRE(configs == 25 * 3);
 
   const std::size_t total = o.schedule_count;
   std::size_t next = 0, shared = 0;  // schedules handed out, configurations so far

@@ -44,6 +44,11 @@ using guarded_table = order_table<co::Idempotent, co::OffsetGuarded>;
 using upsert_table = order_table<co::Idempotent>;
 /// Plain append: every write is a new row.
 using append_table = co::memory::table<order_event, co::no_key, co::capabilities<>>;
+/// A transactional log (a topic written by a transactional producer, as a read_committed reader
+/// sees it): it appends, and its position commits with its rows. TransactionalPosition needs no
+/// guard of it (R5): nothing is overwritten.
+using transactional_log =
+    co::memory::table<order_event, co::no_key, co::capabilities<co::AppendOnly, co::Transactional>>;
 
 /// Position stores of each durability the tests pair with the (Volatile) tables and logs.
 using volatile_store = co::memory::position_store<co::Volatile>;

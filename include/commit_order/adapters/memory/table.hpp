@@ -78,31 +78,63 @@ struct version_member<capabilities<Tags...>> {
 template <class Caps>
 inline constexpr bool guards_upsert =
     contains_capability_v<Caps, OffsetGuarded> || version_member<Caps>::guarded;
-// What the table's checks ask (MM1, MM2).
+// What the table's checks ask (MM1, MM2, MM3).
 template <class Key, class Caps>
 inline constexpr bool upsert_has_key =
-    !contains_capability_v<Caps, Idempotent> || !std::is_same_v<Key, no_key>;
+    !contains_capability_v<Caps, Idempotent> || !std::is_same_v<Key, no_key> ||
+    contains_capability_v<Caps, AppendOnly>;  // MM3's
 template <class Caps>
 inline constexpr bool guard_has_upsert =
-    !guards_upsert<Caps> || contains_capability_v<Caps, Idempotent>;
-/// Caps, with Idempotent added once MM2 refused a guard declared without it.
-template <class Caps, bool Refused = !guard_has_upsert<Caps>>
+    !guards_upsert<Caps> || contains_capability_v<Caps, Idempotent> ||
+    contains_capability_v<Caps, AppendOnly>;  // MM3's
+template <class Caps>
+inline constexpr bool append_only_keeps_rows =
+    !contains_capability_v<Caps, AppendOnly> ||
+    (!contains_capability_v<Caps, Idempotent> && !guards_upsert<Caps>);
+/// Caps, with Idempotent added once MM2 refused a guard declared without it, and with every
+/// upsert claim (Idempotent and the guards) dropped once MM3 refused them beside AppendOnly.
+template <class Caps, bool Refused = !guard_has_upsert<Caps>,
+          bool Appends = !append_only_keeps_rows<Caps>>
 struct upsert_for_guard {
   using type = Caps;
 };
 template <class... Tags>
-struct upsert_for_guard<capabilities<Tags...>, true> {
+struct upsert_for_guard<capabilities<Tags...>, true, false> {
   using type = capabilities<Idempotent, Tags...>;
+};
+template <class Tag>
+inline constexpr bool upsert_claim =
+    std::is_same_v<Tag, Idempotent> || std::is_same_v<Tag, OffsetGuarded> ||
+    version_member<capabilities<Tag>>::guarded;
+template <class... Kept>
+struct keep_tags {
+  template <class Tag>
+  using add = std::conditional_t<upsert_claim<Tag>, keep_tags, keep_tags<Kept..., Tag>>;
+  using type = capabilities<Kept...>;
+};
+template <class List, class... Tags>
+struct drop_upsert;
+template <class List>
+struct drop_upsert<List> {
+  using type = typename List::type;
+};
+template <class List, class Tag, class... Tags>
+struct drop_upsert<List, Tag, Tags...> : drop_upsert<typename List::template add<Tag>, Tags...> {};
+template <class... Tags, bool Refused>
+struct upsert_for_guard<capabilities<Tags...>, Refused, true> {
+  using type = typename drop_upsert<keep_tags<>, Tags...>::type;
 };
 }  // namespace detail
 
-// The table's checks (MM1, MM2) are its constraint, so they run where its type is named rather
+// The table's checks (MM1, MM2, MM3) are its constraint, so they run where its type is named rather
 // than deep in a pipeline's rules; each holds once reported.
 template <class Row, class Key = no_key, class Caps = capabilities<Volatile>>
 requires(part_rules::require<part_rules::memory_idempotent_without_key,
                              detail::upsert_has_key<Key, Caps>>() &&
          part_rules::require<part_rules::memory_guard_without_upsert,
-                             detail::guard_has_upsert<Caps>>()) class table final {
+                             detail::guard_has_upsert<Caps>>() &&
+         part_rules::require<part_rules::memory_append_only_upsert,
+                             detail::append_only_keeps_rows<Caps>>()) class table final {
   // Stand-ins once a check refused what the table was given, so that its message is the one
   // error: the upsert a guard needs (MM2), and a key for it (MM1).
   using checked_caps = typename detail::upsert_for_guard<Caps>::type;
