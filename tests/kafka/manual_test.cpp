@@ -1039,3 +1039,37 @@ TEST_CASE("lag reports reach the group in order: a retried report never lands af
   CHECK(kafka.load(p1) == co::position{100});
   CHECK(src.background_commit_failures() == 0);
 }
+
+TEST_CASE("lag reports: a source closed after the last unit leaves the group at the sink's end") {
+  // Units end faster than the coordinator answers, so the last reports wait merged behind the
+  // one in flight; librdkafka's close purges commits still waiting for the coordinator. The
+  // close serves the answers first: a clean shutdown leaves no lag that never drains.
+  kf::mock_cluster mc;
+  mc.create_topic("orders", 1);
+  produced sent;
+  produce_orders(mc, "orders", 1, 300, 30, sent);
+  using source_t = kf::assigned_source<order, co::TransactionalPosition<>>;
+  using reported_t = kf::lag_reports<order_table<>>;
+  order_table<> table;
+  const co::position end{static_cast<std::int64_t>(sent.by_partition[p0].size())};
+  {
+    source_t src(options_for(mc, "orders", "stopping"), {p0});
+    reported_t reported(table, src);
+    co::pipeline<source_t, reported_t, co::TransactionalPosition<>> p(
+        src, reported, co::settings{.batch_size = 10});
+    pump(p, [&] { return table.load_position(p0) == end; });
+  }  // the application stops: the pipeline and the source go out of scope, no poll between
+  using reader_t = kf::assigned_source<order, co::AtLeastOnce<>>;
+  reader_t reader(options_for(mc, "orders", "stopping"), {p0});
+  CHECK(kf::offset_store(reader).load(p0) == end);
+
+  // The same with two reports and no poll at all between them and the close.
+  {
+    source_t src(options_for(mc, "orders", "stopping"), {p0});
+    const std::array first{co::start_at{p0, co::position{1}}};
+    const std::array later{co::start_at{p0, co::position{100}}};
+    src.client().commit_async(first);
+    src.client().commit_async(later);
+  }
+  CHECK(kf::offset_store(reader).load(p0) == co::position{100});
+}

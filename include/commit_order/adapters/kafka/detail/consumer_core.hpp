@@ -358,6 +358,33 @@ class client_core {
       options_.on_transient_error(last_transient_);
   }
 
+  /// Forgets the reports not yet sent of partitions this member no longer owns: sent later,
+  /// under the member's next generation, one could move the group's offset back past what the
+  /// partition's new owner committed.
+  void drop_reports(std::span<const partition_id> ks) {
+    std::erase_if(report_pending_, [&](const start_at& s) {
+      return std::ranges::find(ks, s.partition) != ks.end();
+    });
+  }
+  void drop_reports() noexcept { report_pending_.clear(); }
+
+  /// Before the consumer closes: serves the answers to the reports in flight (each answer sends
+  /// the reports merged meanwhile) until none is left or `request_timeout` passes, so that a
+  /// clean shutdown leaves the group at the last position reported. librdkafka's close does not
+  /// send them: it purges commits still waiting for the coordinator. What is still unanswered
+  /// at the deadline is counted as a failure (__TIMED_OUT).
+  void finish_reports() {
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + options_.request_timeout;
+    while (report_in_flight_ && clock::now() < deadline) {
+      if (message_ptr m{rd_kafka_consumer_poll(rk_.get(), 50)}) {
+        // Closing: nothing is handed out any more.
+      }
+    }
+    if (report_in_flight_ || !report_pending_.empty())
+      note_background_commit_failure(RD_KAFKA_RESP_ERR__TIMED_OUT);
+  }
+
   void note_background_commit_failure(rd_kafka_resp_err_t e) {
     ++background_commit_failures_;
     last_background_commit_error_ = e;
@@ -679,6 +706,7 @@ class consumer_core final : public client_core {
     closing_ = true;
     clear_batch();
     expected_.clear();
+    finish_reports();
     std::exception_ptr first;
     if (kind() == assignment_kind::group && !options().config.contains("group.instance.id")) {
       rd_kafka_unsubscribe(rk_.get());
@@ -1065,6 +1093,7 @@ class consumer_core final : public client_core {
         owned_.clear();
         expected_.clear();
         pending_.reset();
+        drop_reports();
         unassign_all(partitions);
         if (listener_ != nullptr && !all.empty())
           listener_->lost(all);
@@ -1153,6 +1182,7 @@ class consumer_core final : public client_core {
     });
     // What the pipeline expected of them is for this member's start, which will not come.
     forget_expectations(ks);
+    drop_reports(ks);
     if (pending_) {
       std::erase_if(pending_->partitions,
                     [&](partition_id k) { return std::ranges::find(ks, k) != ks.end(); });
