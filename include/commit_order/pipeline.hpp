@@ -126,7 +126,7 @@ class pipeline final
     // failed), and code that uses its members adds no error to the rule's.
     // BEGIN GENERATED RULE CHECKS
     // clang-format off
-    static_assert(rules::registry_fingerprint == 0xc2e9943489d9dff5ULL,
+    static_assert(rules::registry_fingerprint == 0xfac111fe56b02d29ULL,
                   "commit_order: the rule checks in pipeline.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
     static_assert(!std::is_same_v<verdict, rules::unknown_option>,
                   "commit_order S0: unknown or repeated pipeline option -- each of with_store, with_clock, with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and with_executor may be given once");
@@ -154,6 +154,8 @@ class pipeline final
                   "commit_order S23: the sink declares no durability -- add one of Volatile, Buffered, Synced or Replicated to its capabilities: what a write that returned survives");
     static_assert(!std::is_same_v<verdict, rules::restated_capabilities>,
                   "commit_order S28: the sink restates capabilities its adapter does not implement -- a sink derived from an adapter's sink keeps the adapter's capabilities and durability (its implemented_capabilities) and may add only Ledger, SideEffecting or MaxTransactionRows<N>");
+    static_assert(!std::is_same_v<verdict, rules::append_only_upsert>,
+                  "commit_order S29: the sink declares AppendOnly and an upsert (Idempotent, OffsetGuarded or VersionGuarded) -- a sink either keeps every row it is given or replaces rows by key; drop one of the claims");
     static_assert(!std::is_same_v<verdict, rules::keyless_idempotency>,
                   "commit_order S15: the sink declares Idempotent or OffsetGuarded but names no key -- add `using key_type = commit_order::key<&Event::member...>;` for the key its upsert conflicts on, or drop the claim");
     static_assert(!std::is_same_v<verdict, rules::transactional_shape>,

@@ -288,6 +288,22 @@ struct sink_durability_undeclared final {
   static constexpr bool violated = !declares_durability<typename C::sink_type>;
 };
 
+/// S29 — a sink cannot both keep every row it is given and replace rows by key: whichever claim
+/// is false switches off a rule the other needs (R3 for a log that declares Idempotent, R5 for
+/// an upsert that declares AppendOnly).
+struct append_only_upsert final {
+  static constexpr std::string_view id = "S29";
+  static constexpr std::string_view message =
+      "commit_order S29: the sink declares AppendOnly and an upsert (Idempotent, OffsetGuarded "
+      "or VersionGuarded) -- a sink either keeps every row it is given or replaces rows by key; "
+      "drop one of the claims";
+  static constexpr std::string_view prevents = "a rule switched off by a claim that is false";
+  template <class C>
+  static constexpr bool violated = has_capability_v<typename C::sink_type, AppendOnly> &&
+                                   (has_capability_v<typename C::sink_type, Idempotent> ||
+                                    guarded_v<typename C::sink_type>);
+};
+
 struct keyless_idempotency final {
   static constexpr std::string_view id = "S15";
   static constexpr std::string_view message =
@@ -520,9 +536,10 @@ struct transactional_position_needs_offset_guard final {
       "record would overwrite newer data; guard the upsert on source_offset";
   static constexpr std::string_view prevents = "older data overwriting newer data";
   template <class C>
-  static constexpr bool violated =
-      policy_facts_v<typename C::policy_type>.position_in_sink &&
-      !guarded_v<typename C::sink_type> && !has_capability_v<typename C::sink_type, AppendOnly>;
+  static constexpr bool violated = policy_facts_v<typename C::policy_type>.position_in_sink &&
+                                   !guarded_v<typename C::sink_type> &&
+                                   !(has_capability_v<typename C::sink_type, AppendOnly> &&
+                                     !has_capability_v<typename C::sink_type, Idempotent>);
 };
 
 /// R6 — keep lossy configurations away from anything a ledger reads.
@@ -822,10 +839,10 @@ struct rule_list final {
 using all_rules = rule_list<
     unknown_option, not_a_trigger, not_a_policy, malformed_step_order, not_a_source,
     source_durability_undeclared, apply_takes_mutable_row, not_a_sink, bad_transform, row_mismatch,
-    undeclared_capabilities, sink_durability_undeclared, restated_capabilities, keyless_idempotency,
-    transactional_shape, transactional_position_shape, load_position_type, not_a_position_store,
-    store_durability_undeclared, bad_error_handling, not_dead_letters, not_an_executor,
-    unused_dead_letters, unused_store, unused_clock, bad_clock, bad_fault_injector,
+    undeclared_capabilities, sink_durability_undeclared, restated_capabilities, append_only_upsert,
+    keyless_idempotency, transactional_shape, transactional_position_shape, load_position_type,
+    not_a_position_store, store_durability_undeclared, bad_error_handling, not_dead_letters,
+    not_an_executor, unused_dead_letters, unused_store, unused_clock, bad_clock, bad_fault_injector,
     observer_hook_mismatch, partition_scoped_apply, source_policy_mismatch,
     side_effects_need_outbox, key_must_derive_from_event, auto_commit_makes_order_lossy,
     auto_commit_needs_idempotent_sink, replay_needs_idempotent_sink,

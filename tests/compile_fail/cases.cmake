@@ -88,6 +88,8 @@ compile_fail_case(s14_apply_takes_mutable_row S14
   "commit_order S14: the sink's apply takes the row by non-const reference")
 compile_fail_case(s15_keyless_idempotency S15
   "commit_order S15: the sink declares Idempotent or OffsetGuarded but names no key")
+compile_fail_case(s29_append_only_upsert S29
+  "commit_order S29: the sink declares AppendOnly and an upsert")
 compile_fail_case(s16_transactional_position_shape S16
   "commit_order S16: the sink declares Transactional but lacks store_position\\(position\\) or load_position\\(\\)")
 compile_fail_case(s17_load_position_type S17
