@@ -1500,3 +1500,179 @@ TEST_CASE("transactional input with Kafka's offsets as the store: the group's la
   CHECK(again.size() == 0);
   next.close();
 }
+
+namespace {
+
+/// What a reader of `topic` partition 0 sees from its start, at `isolation`: the values'
+/// order ids, in offset order.
+std::vector<std::int64_t> read_all(const broker& b, const std::string& topic,
+                                   const char* isolation) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  kf::properties p = b.client_config();
+  p.emplace("group.id", unique("reader"));
+  p.emplace("isolation.level", isolation);
+  p.emplace("enable.partition.eof", "true");
+  p.emplace("enable.auto.commit", "false");
+  for (const auto& [key, value] : p)
+    REQUIRE(rd_kafka_conf_set(conf, key.c_str(), value.c_str(), err, sizeof err) ==
+            RD_KAFKA_CONF_OK);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+  REQUIRE_MESSAGE(rk != nullptr, err);
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(list, topic.c_str(), 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  REQUIRE(rd_kafka_assign(rk, list) == RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_topic_partition_list_destroy(list);
+  std::vector<std::int64_t> seen;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  bool at_end = false;
+  while (!at_end && std::chrono::steady_clock::now() < deadline) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+    if (m == nullptr)
+      continue;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      at_end = true;
+    } else {
+      REQUIRE_MESSAGE(m->err == RD_KAFKA_RESP_ERR_NO_ERROR, rd_kafka_err2name(m->err));
+      const auto* bytes = static_cast<const std::byte*>(m->payload);
+      seen.push_back(kf::trivial_codec<order_event>::decode({bytes, m->len}).order_id);
+    }
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+  REQUIRE_MESSAGE(at_end, "the end of " << topic << " was not reached within 30 s");
+  return seen;
+}
+
+/// A transactional producer that commits a consumer's offsets inside its transactions (KIP-447,
+/// as a read-process-write loop does it by hand): every call waits for the broker's answer and
+/// returns librdkafka's error (none: nullptr), which the caller owns.
+class offsets_producer final {
+ public:
+  offsets_producer(const broker& b, std::string topic, const std::string& transactional_id)
+      : topic_(std::move(topic)) {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    kf::properties p = b.producer_config();
+    p.emplace("transactional.id", transactional_id);
+    p.emplace("transaction.timeout.ms", "30000");
+    for (const auto& [key, value] : p)
+      REQUIRE(rd_kafka_conf_set(conf, key.c_str(), value.c_str(), err, sizeof err) ==
+              RD_KAFKA_CONF_OK);
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    REQUIRE_MESSAGE(rk_ != nullptr, err);
+    REQUIRE(ok(rd_kafka_init_transactions(rk_, 30000)));
+  }
+  offsets_producer(const offsets_producer&) = delete;
+  offsets_producer& operator=(const offsets_producer&) = delete;
+  ~offsets_producer() { rd_kafka_destroy(rk_); }
+
+  /// One unit: begin, produce `ids`, send `offset` of the input's partition 0 with the
+  /// consumer's group metadata, then commit (or abort). The first error, or nullptr.
+  kf::detail::error_ptr unit(rd_kafka_t* consumer, const std::string& input,
+                             const std::vector<std::int64_t>& ids, std::int64_t offset,
+                             bool commit) {
+    if (kf::detail::error_ptr e{rd_kafka_begin_transaction(rk_)})
+      return e;
+    for (const std::int64_t id : ids) {
+      std::vector<std::byte> value;
+      kf::trivial_codec<order_event>::encode(order_event{.order_id = id}, value);
+      rd_kafka_vu_t vu[4] = {};
+      vu[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+      vu[0].u.cstr = topic_.c_str();
+      vu[1].vtype = RD_KAFKA_VTYPE_PARTITION;
+      vu[1].u.i32 = 0;
+      vu[2].vtype = RD_KAFKA_VTYPE_VALUE;
+      vu[2].u.mem.ptr = value.data();
+      vu[2].u.mem.size = value.size();
+      vu[3].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+      vu[3].u.i = RD_KAFKA_MSG_F_COPY;
+      if (kf::detail::error_ptr e{rd_kafka_produceva(rk_, vu, 4)})
+        return e;
+    }
+    kf::detail::list_ptr offsets = kf::detail::make_list(1);
+    rd_kafka_topic_partition_list_add(offsets.get(), input.c_str(), 0)->offset = offset;
+    rd_kafka_consumer_group_metadata_t* group = rd_kafka_consumer_group_metadata(consumer);
+    kf::detail::error_ptr sent{
+        rd_kafka_send_offsets_to_transaction(rk_, offsets.get(), group, 30000)};
+    rd_kafka_consumer_group_metadata_destroy(group);
+    if (sent)
+      return sent;
+    return kf::detail::error_ptr{commit ? rd_kafka_commit_transaction(rk_, 30000)
+                                        : rd_kafka_abort_transaction(rk_, 30000)};
+  }
+
+ private:
+  static bool ok(rd_kafka_error_t* e) {
+    if (e == nullptr)
+      return true;
+    MESSAGE(rd_kafka_error_string(e));
+    rd_kafka_error_destroy(e);
+    return false;
+  }
+
+  std::string topic_;
+  rd_kafka_t* rk_ = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("by hand, KIP-447: the group's offsets commit with the output, and a zombie is fenced") {
+  // What kafka::transactional_sink (issue 24) will rest on, measured on the real broker with
+  // librdkafka's own calls: the consuming group's offsets sent inside the producer's transaction
+  // move with its output (both, or on abort neither); a read_uncommitted reader is shown the
+  // aborted attempt, a read_committed one never; and a second producer under the same
+  // transactional.id fences the first, whose next transaction fails fatally as _FENCED.
+  broker b;
+  const std::string input = unique("rpw-in");
+  const std::string output = unique("rpw-out");
+  const std::string group = unique("rpw-group");
+  const std::string id = unique("rpw-txn");
+  b.create_topic(input, 1);
+  b.create_topic(output, 1);
+  {
+    raw_producer in(b, input);
+    for (std::int64_t i = 0; i < 10; ++i)
+      in.send(p0, order_event{.order_id = i});
+    in.flush();
+  }
+  // The consuming member: a group's metadata (its generation) is what the broker checks.
+  kf::group_source<order_event, co::TransactionalPosition<>> member(b.consumer(input, group));
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  std::size_t read = 0;
+  while (read < 10 && std::chrono::steady_clock::now() < deadline)
+    read += member.poll(10).size();
+  REQUIRE(read == 10);
+  rd_kafka_t* consumer = member.client().handle();
+  kf::offset_store committed(member);
+
+  offsets_producer producer(b, output, id);
+  REQUIRE_FALSE(producer.unit(consumer, input, {0, 1, 2, 3, 4}, 5, true));
+  CHECK(committed.load(p0) == co::position{5});
+  CHECK(read_all(b, output, "read_committed") == std::vector<std::int64_t>{0, 1, 2, 3, 4});
+
+  // Aborted: neither the output nor the offsets move.
+  REQUIRE_FALSE(producer.unit(consumer, input, {5, 6, 7, 8, 9}, 10, false));
+  CHECK(committed.load(p0) == co::position{5});
+  CHECK(read_all(b, output, "read_committed") == std::vector<std::int64_t>{0, 1, 2, 3, 4});
+  // Not a failure: a reader that does not wait for commit markers sees the attempt too.
+  CHECK(read_all(b, output, "read_uncommitted") ==
+        std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+
+  // A restarted owner under the same transactional.id: its init fences the old producer.
+  offsets_producer successor(b, output, id);
+  const kf::detail::error_ptr zombie = producer.unit(consumer, input, {5, 6, 7, 8, 9}, 10, true);
+  REQUIRE(zombie);
+  const rd_kafka_resp_err_t fenced = rd_kafka_error_code(zombie.get());
+  MESSAGE("the zombie's transaction: " << rd_kafka_err2name(fenced)
+                                       << (rd_kafka_error_is_fatal(zombie.get()) ? ", fatal" : ""));
+  CHECK(rd_kafka_error_is_fatal(zombie.get()));
+  CHECK((fenced == RD_KAFKA_RESP_ERR__FENCED || fenced == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+         fenced == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH));
+  REQUIRE_FALSE(successor.unit(consumer, input, {5, 6, 7, 8, 9}, 10, true));
+  CHECK(committed.load(p0) == co::position{10});
+  CHECK(read_all(b, output, "read_committed") ==
+        std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  member.close();
+}
