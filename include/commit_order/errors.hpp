@@ -186,6 +186,17 @@ class fenced final : public error {
       , current_(current)
       , partition_(partition) {}
 
+  /// Fenced by an owner whose epoch the store does not name (Kafka's group coordinator, or a
+  /// newer producer under the same transactional.id): `current()` is `mine()`, and `by` says
+  /// who refused this owner.
+  fenced(epoch mine, partition_id partition, std::string_view by)
+      : error(detail::join_message({"commit_order: fenced: this consumer owns partition ",
+                                    detail::decimal(partition.value()), " at epoch ", name(mine),
+                                    " but ", by, "; it lost the partition and must stop"}))
+      , mine_(mine)
+      , current_(mine)
+      , partition_(partition) {}
+
   [[nodiscard]] epoch mine() const noexcept { return mine_; }
   [[nodiscard]] epoch current() const noexcept { return current_; }
   [[nodiscard]] partition_id partition() const noexcept { return partition_; }

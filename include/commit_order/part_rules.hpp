@@ -319,6 +319,37 @@ struct kafka_offset_store_source final {
   static constexpr std::string_view prevents = "offsets committed for a consumer that has none";
 };
 
+struct kafka_transactional_sink_source final {
+  static constexpr std::string_view id = "KT1";
+  static constexpr std::string_view part = "kafka::transactional_sink";
+  static constexpr std::string_view message =
+      "commit_order KT1: kafka::transactional_sink stores its positions as a consumer group's "
+      "offsets and was given a source that is not a kafka::group_source -- read the input with a "
+      "group_source on the cluster the sink writes to";
+  static constexpr std::string_view prevents =
+      "offsets committed for a member the coordinator cannot check";
+};
+
+struct kafka_layout_maps_row final {
+  static constexpr std::string_view id = "KT2";
+  static constexpr std::string_view part = "kafka::transactional_sink";
+  static constexpr std::string_view message =
+      "commit_order KT2: the sink's Layout does not map its Row to a message -- it needs const "
+      "members topic(const Row&) (a string_view) and value(const Row&, std::vector<std::byte>&), "
+      "as kafka::keyed_layout<&Row::member> has";
+  static constexpr std::string_view prevents = "rows sent to a topic in a shape nobody chose";
+};
+
+struct kafka_layout_members final {
+  static constexpr std::string_view id = "KT3";
+  static constexpr std::string_view part = "kafka::transactional_sink";
+  static constexpr std::string_view message =
+      "commit_order KT3: the sink's Layout names key or headers but not in the shape the sink "
+      "calls -- key(const Row&, std::vector<std::byte>&) const and headers(const Row&, "
+      "std::vector<kafka::header_out>&) const";
+  static constexpr std::string_view prevents = "keys or headers skipped without a word";
+};
+
 struct kafka_producer_codec final {
   static constexpr std::string_view id = "KF5";
   static constexpr std::string_view part = "kafka::producer";
@@ -343,7 +374,8 @@ struct kafka_big_endian_integer final {
   static constexpr std::string_view part = "kafka::big_endian_codec";
   static constexpr std::string_view message =
       "commit_order KF7: big_endian_codec<T> takes an integer type -- it is the format of "
-      "Kafka's integer serializers; write a codec of its own for another type";
+      "Kafka's integer serializers; for text take kafka::string_codec, for another type write "
+      "a codec of its own";
   static constexpr std::string_view prevents = "a value read in a byte order nobody wrote";
 };
 
@@ -412,9 +444,10 @@ using all_part_rules =
               postgres_column_elsewhere, postgres_duplicate_column, postgres_column_type,
               postgres_version_elsewhere, postgres_version_not_a_column, postgres_letter_format,
               kafka_source_policy, kafka_codec_decodes, kafka_trivial_codec_event,
-              kafka_offset_store_source, kafka_producer_codec, kafka_key_codec,
-              kafka_big_endian_integer, json_no_fields, json_duplicate_field, json_field_elsewhere,
-              json_field_type, json_event_default_constructible>;
+              kafka_offset_store_source, kafka_transactional_sink_source, kafka_layout_maps_row,
+              kafka_layout_members, kafka_producer_codec, kafka_key_codec, kafka_big_endian_integer,
+              json_no_fields, json_duplicate_field, json_field_elsewhere, json_field_type,
+              json_event_default_constructible>;
 
 namespace detail {
 template <class Rule, class List>

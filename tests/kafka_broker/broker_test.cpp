@@ -14,6 +14,7 @@
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -24,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -1545,6 +1547,20 @@ std::vector<std::int64_t> read_all(const broker& b, const std::string& topic,
   return seen;
 }
 
+/// What a pipeline would tell a group member about its partitions, for a member the test polls
+/// by hand: every partition it is given starts at the beginning.
+struct from_the_start final : co::assignment_listener {
+  std::vector<co::start_at> assigned(std::span<const co::partition_id> partitions,
+                                     std::int32_t) override {
+    std::vector<co::start_at> starts;
+    for (const co::partition_id k : partitions)
+      starts.push_back(co::start_at{k, co::position{0}});
+    return starts;
+  }
+  void revoked(std::span<const co::partition_id>) override {}
+  void lost(std::span<const co::partition_id>) override {}
+};
+
 /// A transactional producer that commits a consumer's offsets inside its transactions (KIP-447,
 /// as a read-process-write loop does it by hand): every call waits for the broker's answer and
 /// returns librdkafka's error (none: nullptr), which the caller owns.
@@ -1573,6 +1589,14 @@ class offsets_producer final {
   kf::detail::error_ptr unit(rd_kafka_t* consumer, const std::string& input,
                              const std::vector<std::int64_t>& ids, std::int64_t offset,
                              bool commit) {
+    if (kf::detail::error_ptr e = open(consumer, input, ids, offset))
+      return e;
+    return end(commit);
+  }
+
+  /// The unit up to its end: begin, produce, send the offsets. The transaction stays open.
+  kf::detail::error_ptr open(rd_kafka_t* consumer, const std::string& input,
+                             const std::vector<std::int64_t>& ids, std::int64_t offset) {
     if (kf::detail::error_ptr e{rd_kafka_begin_transaction(rk_)})
       return e;
     for (const std::int64_t id : ids) {
@@ -1597,10 +1621,16 @@ class offsets_producer final {
     kf::detail::error_ptr sent{
         rd_kafka_send_offsets_to_transaction(rk_, offsets.get(), group, 30000)};
     rd_kafka_consumer_group_metadata_destroy(group);
-    if (sent)
-      return sent;
-    return kf::detail::error_ptr{commit ? rd_kafka_commit_transaction(rk_, 30000)
-                                        : rd_kafka_abort_transaction(rk_, 30000)};
+    return sent;
+  }
+
+  /// Ends the open transaction: commits it, or aborts it.
+  kf::detail::error_ptr end(bool commit) {
+    if (commit)
+      return kf::detail::error_ptr{rd_kafka_commit_transaction(rk_, 30000)};
+    // Delivered first, so the aborted attempt is in the log (an abort purges what is unsent).
+    rd_kafka_flush(rk_, 30000);
+    return kf::detail::error_ptr{rd_kafka_abort_transaction(rk_, 30000)};
   }
 
  private:
@@ -1639,6 +1669,8 @@ TEST_CASE("by hand, KIP-447: the group's offsets commit with the output, and a z
   }
   // The consuming member: a group's metadata (its generation) is what the broker checks.
   kf::group_source<order_event, co::TransactionalPosition<>> member(b.consumer(input, group));
+  from_the_start starts;
+  member.listen(starts);
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   std::size_t read = 0;
   while (read < 10 && std::chrono::steady_clock::now() < deadline)
@@ -1665,7 +1697,7 @@ TEST_CASE("by hand, KIP-447: the group's offsets commit with the output, and a z
   const kf::detail::error_ptr zombie = producer.unit(consumer, input, {5, 6, 7, 8, 9}, 10, true);
   REQUIRE(zombie);
   const rd_kafka_resp_err_t fenced = rd_kafka_error_code(zombie.get());
-  MESSAGE("the zombie's transaction: " << rd_kafka_err2name(fenced)
+  MESSAGE("the zombie's transaction: " << std::string(rd_kafka_err2name(fenced))
                                        << (rd_kafka_error_is_fatal(zombie.get()) ? ", fatal" : ""));
   CHECK(rd_kafka_error_is_fatal(zombie.get()));
   CHECK((fenced == RD_KAFKA_RESP_ERR__FENCED || fenced == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
@@ -1675,4 +1707,319 @@ TEST_CASE("by hand, KIP-447: the group's offsets commit with the output, and a z
   CHECK(read_all(b, output, "read_committed") ==
         std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   member.close();
+}
+
+namespace {
+
+using out_layout = kf::keyed_layout<&order_event::order_id>;
+using topic_sink_t = kf::transactional_sink<order_event, out_layout, group_t>;
+using rpw_t = co::pipeline<group_t, topic_sink_t, policy_t>;
+
+kf::producer_options transactional(const broker& b, const std::string& id) {
+  return kf::producer_options{.config = b.client_config(),
+                              .transactional_id = id,
+                              .transaction_timeout = 30s,
+                              .request_timeout = 30s};
+}
+
+/// The order ids of `sent`, ascending: what the output must hold, each once.
+std::vector<std::int64_t> ids_of(const std::map<co::partition_id, std::vector<order_event>>& sent) {
+  std::vector<std::int64_t> ids;
+  for (const auto& [k, events] : sent)
+    for (const order_event& e : events)
+      ids.push_back(e.order_id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::vector<std::int64_t> sorted(std::vector<std::int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+/// Each input partition's records keep their order in the output: the ids `produce` gives
+/// partition k are seed + 2 i + k, ascending in offset order.
+bool in_input_order(const std::vector<std::int64_t>& output) {
+  std::map<std::int64_t, std::int64_t> last;  // by id parity: the input partition
+  for (const std::int64_t id : output) {
+    const auto [it, first] = last.try_emplace(id % 2, id);
+    if (!first && it->second >= id)
+      return false;
+    it->second = id;
+  }
+  return true;
+}
+
+/// Polls `p` until the group's committed offsets of both partitions are `each`.
+std::size_t pump_offsets(rpw_t& p, group_t& source, std::int64_t each) {
+  kf::offset_store committed(source);
+  return pump_until(p, "both committed offsets at " + std::to_string(each), [&] {
+    return committed.load(p0) == co::position{each} && committed.load(p1) == co::position{each};
+  });
+}
+
+/// A layout that refuses one order's value while `refused` names it: a unit failing half way.
+struct refusing_layout final {
+  std::string to;
+  const std::int64_t* refused = nullptr;
+  [[nodiscard]] std::string_view topic(const order_event&) const { return to; }
+  void key(const order_event& e, std::vector<std::byte>& out) const {
+    kf::big_endian_codec<std::int64_t>::encode(e.order_id, out);
+  }
+  void value(const order_event& e, std::vector<std::byte>& out) const {
+    if (e.order_id == *refused)
+      throw std::runtime_error("the layout refuses order " + std::to_string(e.order_id));
+    kf::trivial_codec<order_event>::encode(e, out);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("kafka::transactional_sink: each input once in the output, the group's offsets with it") {
+  broker b;
+  const std::string input = unique("tsink-in");
+  const std::string output = unique("tsink-out");
+  const std::string group = unique("tsink-group");
+  const std::string id = unique("tsink-txn");
+  b.create_topic(input, 2);
+  b.create_topic(output, 1);
+  auto sent = produce(b, input, 60, 0);
+  {
+    group_t source(b.consumer(input, group));
+    topic_sink_t sink(source, out_layout(output), transactional(b, id));
+    rpw_t p(source, sink, co::settings{.batch_size = 16});
+    CHECK(pump_offsets(p, source, 60) == 120);
+    CHECK(sink.produced() == 120);
+    source.close();
+  }
+  std::vector<std::int64_t> seen = read_all(b, output, "read_committed");
+  CHECK(sorted(seen) == ids_of(sent));
+  CHECK(in_input_order(seen));
+
+  // The same owner restarted: it resumes at the group's offsets, and writes only what is new.
+  for (const auto& [k, events] : produce(b, input, 20, 1000))
+    sent[k].insert(sent[k].end(), events.begin(), events.end());
+  {
+    group_t source(b.consumer(input, group));
+    topic_sink_t sink(source, out_layout(output), transactional(b, id));
+    rpw_t p(source, sink, co::settings{.batch_size = 16});
+    CHECK(pump_offsets(p, source, 80) == 40);
+    source.close();
+  }
+  seen = read_all(b, output, "read_committed");
+  CHECK(sorted(seen) == ids_of(sent));
+  CHECK(in_input_order(seen));
+}
+
+TEST_CASE("kafka::transactional_sink: a unit that fails is aborted, and written once when redone") {
+  broker b;
+  const std::string input = unique("tsink-fail-in");
+  const std::string output = unique("tsink-fail-out");
+  const std::string group = unique("tsink-fail-group");
+  b.create_topic(input, 2);
+  b.create_topic(output, 1);
+  const auto sent = produce(b, input, 40, 0);
+  std::int64_t refused = 41;  // partition 1's 21st record, inside a unit of 16
+  using failing_sink_t = kf::transactional_sink<order_event, refusing_layout, group_t>;
+  group_t source(b.consumer(input, group));
+  failing_sink_t sink(source, refusing_layout{output, &refused},
+                      transactional(b, unique("tsink-fail-txn")));
+  co::pipeline<group_t, failing_sink_t, policy_t> p(source, sink, co::settings{.batch_size = 16});
+  std::size_t applied = 0;
+  const auto failure = until_thrown<std::runtime_error>(p, applied);
+  REQUIRE(failure);
+  CHECK(std::string(failure->what()).find("refuses order 41") != std::string::npos);
+  const std::size_t attempted = sink.produced();
+  // The fault is fixed; the same pipeline polls on, reads the unit again from the committed
+  // offsets, and writes it again, in a transaction that commits.
+  refused = -1;
+  kf::offset_store committed(source);
+  pump_until(p, "both committed offsets at 40", [&] {
+    return committed.load(p0) == co::position{40} && committed.load(p1) == co::position{40};
+  });
+  CHECK(sink.produced() > 80);  // the aborted attempt's records were produced, then aborted
+  MESSAGE("produced " << sink.produced() << " messages for 80 records (" << attempted
+                      << " before the failure)");
+  const std::vector<std::int64_t> seen = read_all(b, output, "read_committed");
+  CHECK(sorted(seen) == ids_of(sent));
+  CHECK(in_input_order(seen));
+  source.close();
+}
+
+TEST_CASE("kafka::transactional_sink: an owner restarted under the same id fences its zombie") {
+  broker b;
+  const std::string input = unique("tsink-zombie-in");
+  const std::string output = unique("tsink-zombie-out");
+  const std::string group = unique("tsink-zombie-group");
+  const std::string id = unique("tsink-zombie-txn");
+  b.create_topic(input, 2);
+  b.create_topic(output, 1);
+  auto sent = produce(b, input, 30, 0);
+  {
+    group_t source(b.consumer(input, group));
+    topic_sink_t zombie(source, out_layout(output), transactional(b, id));
+    rpw_t p(source, zombie, co::settings{.batch_size = 16});
+    CHECK(pump_offsets(p, source, 30) == 60);
+    const auto more = produce(b, input, 10, 1000);
+    // The owner's successor starts under the same transactional.id: its init fences the
+    // producer of the one still running.
+    topic_sink_t successor(source, out_layout(output), transactional(b, id));
+    std::size_t applied = 0;
+    const auto f = until_thrown<co::fenced>(p, applied);
+    REQUIRE(f);
+    MESSAGE(std::string(f->what()));
+    CHECK(std::string(f->what()).find("a newer producer under transactional.id '" + id + "'") !=
+          std::string::npos);
+    // Fenced stays fenced: nothing more is written through it.
+    CHECK_THROWS_AS(p.poll_once(), co::fenced);
+    for (const auto& [k, events] : more)
+      sent[k].insert(sent[k].end(), events.begin(), events.end());
+    source.close();
+  }
+  // Nothing of the zombie's last unit is visible, and the successor writes it once.
+  {
+    group_t source(b.consumer(input, group));
+    topic_sink_t sink(source, out_layout(output), transactional(b, id));
+    rpw_t p(source, sink, co::settings{.batch_size = 16});
+    pump_offsets(p, source, 40);
+    source.close();
+  }
+  const std::vector<std::int64_t> seen = read_all(b, output, "read_committed");
+  CHECK(sorted(seen) == ids_of(sent));
+  CHECK(in_input_order(seen));
+}
+
+TEST_CASE("a claim waits for a transaction still committing offsets, never reads around it") {
+  // A restarted owner's claim while its predecessor's transaction, offsets sent, has not ended
+  // yet: the group's offset read then must be the one that transaction leaves, never the one
+  // before it, or the unit would be written twice. librdkafka asks read_committed (the source's
+  // own setting) with require_stable, and the broker answers UNSTABLE_OFFSET_COMMIT until the
+  // transaction ends; the adapter retries that.
+  broker b;
+  const std::string input = unique("stable-in");
+  const std::string output = unique("stable-out");
+  const std::string group = unique("stable-group");
+  b.create_topic(input, 1);
+  b.create_topic(output, 1);
+  {
+    raw_producer in(b, input);
+    for (std::int64_t i = 0; i < 10; ++i)
+      in.send(p0, order_event{.order_id = i});
+    in.flush();
+  }
+  kf::group_source<order_event, co::TransactionalPosition<>> member(b.consumer(input, group));
+  from_the_start starts;
+  member.listen(starts);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  std::size_t read = 0;
+  while (read < 10 && std::chrono::steady_clock::now() < deadline)
+    read += member.poll(10).size();
+  REQUIRE(read == 10);
+  offsets_producer producer(b, output, unique("stable-txn"));
+  REQUIRE_FALSE(producer.unit(member.client().handle(), input, {0, 1, 2, 3, 4}, 5, true));
+  REQUIRE_FALSE(producer.open(member.client().handle(), input, {5, 6, 7, 8, 9}, 10));
+  std::thread ends([&] {
+    std::this_thread::sleep_for(2s);
+    CHECK_FALSE(producer.end(true));
+  });
+  const auto asked = std::chrono::steady_clock::now();
+  const std::optional<co::position> stored = member.client().committed(p0);
+  const auto waited = std::chrono::steady_clock::now() - asked;
+  ends.join();
+  CHECK(stored == co::position{10});
+  MESSAGE("the offset read waited "
+          << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+          << " ms for the transaction to end");
+  member.close();
+}
+
+namespace {
+
+/// A layout that stalls the unit once, inside its first value, while `stall` is set: a
+/// consumer frozen in a pause longer than max.poll.interval.ms.
+struct stalling_layout final {
+  std::string to;
+  std::atomic<int>* stall_ms = nullptr;
+  std::atomic<bool>* stalled = nullptr;
+  [[nodiscard]] std::string_view topic(const order_event&) const { return to; }
+  void key(const order_event& e, std::vector<std::byte>& out) const {
+    kf::big_endian_codec<std::int64_t>::encode(e.order_id, out);
+  }
+  void value(const order_event& e, std::vector<std::byte>& out) const {
+    if (const int ms = stall_ms->exchange(0); ms > 0) {
+      stalled->store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+    kf::trivial_codec<order_event>::encode(e, out);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("kafka::transactional_sink: a member the group replaced is refused, rejoins, goes on") {
+  // Member A stalls inside a unit past max.poll.interval.ms; the group gives its partitions to
+  // B, which writes them. A's late commit is refused by the coordinator (fenced, the unit
+  // aborted), but its producer is sound: once B leaves, A, still polling, rejoins, claims from
+  // the group's offsets and writes what is new. Nothing twice, nothing stranded.
+  broker b;
+  const std::string input = unique("tsink-replaced-in");
+  const std::string output = unique("tsink-replaced-out");
+  const std::string group = unique("tsink-replaced-group");
+  b.create_topic(input, 2);
+  b.create_topic(output, 1);
+  auto sent = produce(b, input, 10, 0);
+  using stalling_sink_t = kf::transactional_sink<order_event, stalling_layout, group_t>;
+  using stalling_pipeline_t = co::pipeline<group_t, stalling_sink_t, policy_t>;
+  std::atomic<int> a_stall{6000};
+  std::atomic<bool> a_stalled{false};
+  std::atomic<int> b_stall{0};
+  std::atomic<bool> b_stalled{false};
+  kf::consumer_options a_options = b.consumer(input, group);
+  a_options.config["max.poll.interval.ms"] = "3000";
+  a_options.config["session.timeout.ms"] = "3000";
+  group_t a(a_options);
+  stalling_sink_t a_sink(a, stalling_layout{output, &a_stall, &a_stalled},
+                         transactional(b, unique("tsink-replaced-a")));
+  stalling_pipeline_t pa(a, a_sink, co::settings{.batch_size = 100});
+  std::optional<co::fenced> refused;
+  std::thread first([&] {
+    std::size_t applied = 0;
+    refused = until_thrown<co::fenced>(pa, applied);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!a_stalled && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(a_stalled);
+  {
+    group_t other(b.consumer(input, group));
+    stalling_sink_t b_sink(other, stalling_layout{output, &b_stall, &b_stalled},
+                           transactional(b, unique("tsink-replaced-b")));
+    stalling_pipeline_t pb(other, b_sink, co::settings{.batch_size = 100});
+    pump_until(pb, "B wrote both partitions", [&] {
+      kf::offset_store committed(other);
+      return committed.load(p0) == co::position{10} && committed.load(p1) == co::position{10};
+    });
+    first.join();
+    REQUIRE(refused);
+    MESSAGE(std::string(refused->what()));
+    CHECK(std::string(refused->what()).find("group coordinator refused") != std::string::npos);
+    other.close();
+  }
+  for (const auto& [k, events] : produce(b, input, 5, 1000))
+    sent[k].insert(sent[k].end(), events.begin(), events.end());
+  // A polls on: it rejoins, claims both partitions from the group's offsets, writes the rest.
+  kf::offset_store committed(a);
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (!(committed.load(p0) == co::position{15} && committed.load(p1) == co::position{15})) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < until, "A did not go on within 60 s");
+    try {
+      pa.poll_once();
+    } catch (const co::fenced& e) {
+      MESSAGE("A, rejoining: " << std::string(e.what()));
+    }
+  }
+  const std::vector<std::int64_t> seen = read_all(b, output, "read_committed");
+  CHECK(sorted(seen) == ids_of(sent));
+  CHECK(in_input_order(seen));
+  a.close();
 }

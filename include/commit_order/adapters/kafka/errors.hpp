@@ -10,6 +10,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -166,6 +167,71 @@ class undecodable_message final : public error {
  private:
   partition_id partition_;
   offset at_;
+};
+
+/// A producer transaction outlived `transaction.timeout.ms`: the transaction coordinator aborted
+/// it and bumped the producer's epoch, so the producer answers as if fenced, though no other
+/// owner took anything. Told apart from a zombie because the sink knows when the unit began:
+/// the unit is not committed (read again from the last committed position), and the way out is
+/// a smaller unit (settings.batch_size) or a longer `producer_options::transaction_timeout`.
+class transaction_timed_out final : public client_error {
+ public:
+  transaction_timed_out(rd_kafka_resp_err_t code, std::chrono::milliseconds elapsed,
+                        std::chrono::milliseconds timeout)
+      : client_error("committing a producer transaction", code,
+                     "the unit ran " + std::to_string(elapsed.count()) +
+                         " ms, past transaction.timeout.ms=" + std::to_string(timeout.count()) +
+                         ": the broker aborted the transaction -- nothing of the unit is "
+                         "visible to read_committed readers; make units smaller "
+                         "(settings.batch_size) or the timeout longer")
+      , elapsed_(elapsed)
+      , timeout_(timeout) {}
+
+  [[nodiscard]] std::chrono::milliseconds elapsed() const noexcept { return elapsed_; }
+  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+ private:
+  std::chrono::milliseconds elapsed_;
+  std::chrono::milliseconds timeout_;
+};
+
+/// A transaction's commit was sent and its answer did not come within the request timeout:
+/// whether the unit committed is unknown (outcome_unknown), so the pipeline does not do it again
+/// in place. The sink finishes the commit (librdkafka's commit_transaction, called again) before
+/// its next transaction begins, and recovery then reads the group's offsets: read on from if
+/// it committed, redone if it did not.
+class commit_in_doubt final : public client_error, public commit_order::outcome_unknown {
+ public:
+  commit_in_doubt(rd_kafka_resp_err_t code, const std::string& detail)
+      : client_error("committing a producer transaction", code,
+                     detail +
+                         "; whether the unit committed is unknown -- the commit is finished "
+                         "before the next transaction, and recovery reads the group's "
+                         "offsets") {}
+};
+
+/// librdkafka refused a row's message before sending it (larger than message.max.bytes): the
+/// record's fault, not the world's, so error handling can skip it or send it to the dead
+/// letters. The transaction is unharmed.
+class message_refused final : public error {
+ public:
+  message_refused(partition_id partition, offset at, rd_kafka_resp_err_t code,
+                  const std::string& why)
+      : error("commit_order::kafka: the message made of the record at offset " +
+              std::to_string(at.value()) + " of partition " + std::to_string(partition.value()) +
+              " was refused: " + rd_kafka_err2name(code) + " (" + why + ")")
+      , partition_(partition)
+      , at_(at)
+      , code_(code) {}
+
+  [[nodiscard]] partition_id partition() const noexcept { return partition_; }
+  [[nodiscard]] offset at() const noexcept { return at_; }
+  [[nodiscard]] rd_kafka_resp_err_t code() const noexcept { return code_; }
+
+ private:
+  partition_id partition_;
+  offset at_;
+  rd_kafka_resp_err_t code_;
 };
 
 /// librdkafka's serialised consumer-group metadata is not in the format this adapter reads the

@@ -140,7 +140,7 @@ class lag_reports final : public detail::key_of<Sink>,
 
   // ---- positions, of a single-partition sink ---------------------------------------------------
 
-  void store_position(position p) requires transactional_sink<Sink> {
+  void store_position(position p) requires commit_order::transactional_sink<Sink> {
     sink_->store_position(p);
     stage(partition_id{0}, p);
   }
@@ -148,7 +148,8 @@ class lag_reports final : public detail::key_of<Sink>,
     sink_->store_position(p, e);
     stage(partition_id{0}, p);
   }
-  [[nodiscard]] std::optional<position> load_position() const requires transactional_sink<Sink> {
+  [[nodiscard]] std::optional<position> load_position() const requires
+      commit_order::transactional_sink<Sink> {
     return sink_->load_position();
   }
   std::optional<position> claim(epoch e) requires fencing_sink<Sink> { return sink_->claim(e); }

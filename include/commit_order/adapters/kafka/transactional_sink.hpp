@@ -1,0 +1,634 @@
+// SPDX-License-Identifier: BSL-1.0
+// commit_order/adapters/kafka/transactional_sink.hpp — a topic as the sink of
+// TransactionalPosition: read, process, write to Kafka, exactly once.
+//
+//   kafka::transactional_sink<Row, Layout, Source>
+//
+// Each unit is one producer transaction: begin = begin_transaction, write = produce (the
+// layout maps a row to a topic, a key, a value and headers), store position = stage the input
+// offsets, commit = send_offsets_to_transaction with the consuming member's group metadata,
+// then commit_transaction; rollback = abort_transaction. The group's offsets move only with the
+// output (Kafka's KIP-447), and the group coordinator refuses the offsets of a member a
+// rebalance replaced. The guarantee is exactly-once in the sink's state, where the state is the
+// output topic as a read_committed reader sees it: an aborted attempt stays in the log, marked
+// aborted, and a read_uncommitted reader is shown it.
+//
+// The positions are the consuming group's offsets, so the source is a kafka::group_source on
+// the cluster the sink writes to (part rule KT1). The producer's transactional.id is the owner's,
+// stable across its restarts (a restarted owner aborts its predecessor's open transaction by
+// it); a sink that was fenced stays fenced, and its producer is never used again.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "commit_order/adapters/kafka/codec.hpp"
+#include "commit_order/adapters/kafka/detail/client.hpp"
+#include "commit_order/adapters/kafka/detail/consumer_core.hpp"
+#include "commit_order/adapters/kafka/errors.hpp"
+#include "commit_order/adapters/kafka/options.hpp"
+#include "commit_order/adapters/kafka/source.hpp"
+#include "commit_order/capabilities.hpp"
+#include "commit_order/concepts.hpp"
+#include "commit_order/errors.hpp"
+#include "commit_order/key.hpp"
+#include "commit_order/offset.hpp"
+#include "commit_order/part_checks.hpp"
+
+namespace commit_order::kafka {
+
+/// What a transactional producer is told.
+struct producer_options final {
+  /// librdkafka properties (bootstrap.servers, ...). transactional.id, transaction.timeout.ms,
+  /// enable.idempotence and acks are the sink's: giving them here is refused.
+  properties config{};
+  /// This owner's transactional.id: the same across its restarts, distinct between owners
+  /// (one per process instance of the group). Never generated at start: a restarted owner
+  /// under a new id cannot abort its predecessor's open transaction, which then holds back
+  /// every read_committed reader of the output until transaction.timeout.ms.
+  std::string transactional_id;
+  /// How long a transaction may stay open before the broker aborts it (transaction.timeout.ms;
+  /// at most the broker's transaction.max.timeout.ms, 15 minutes by default).
+  std::chrono::milliseconds transaction_timeout{60000};
+  /// How long each call to the transaction coordinator (init, send offsets, commit, abort) may
+  /// take, retries included.
+  std::chrono::milliseconds request_timeout{30000};
+};
+
+/// One message header a layout adds.
+struct header_out final {
+  std::string name;
+  std::vector<std::byte> value;
+};
+
+/// L maps a row to the message it becomes, by const members: `topic(row)`, convertible to
+/// std::string_view, and `value(row, out)`, which appends the value's bytes to a
+/// std::vector<std::byte>. Optional: `key(row, out)`, the key's bytes (a layout with a key
+/// member always sends a key, empty bytes included; one without sends none, null), and
+/// `headers(row, out)`, which appends kafka::header_out{name, value} to a
+/// std::vector<header_out>. The output partition is the partitioner's, by key (murmur2_random
+/// unless the config names another: where Java's producers put the same key).
+template <class L, class Row>
+concept layout = requires(const L& l, const Row& r, std::vector<std::byte>& out) {
+  { l.topic(r) } -> std::convertible_to<std::string_view>;
+  l.value(r, out);
+};
+
+namespace detail {
+template <class L, class Row>
+concept layout_with_key = requires(const L& l, const Row& r, std::vector<std::byte>& out) {
+  l.key(r, out);
+};
+template <class L, class Row>
+concept layout_with_headers = requires(const L& l, const Row& r, std::vector<header_out>& out) {
+  l.headers(r, out);
+};
+// A member named key or headers, whatever its shape (not an overload set or a template).
+template <class L>
+concept names_key = requires {
+  &L::key;
+};
+template <class L>
+concept names_headers = requires {
+  &L::headers;
+};
+/// L's key and headers, where it names them, have the shape the sink calls: a near miss (not
+/// const, another parameter type) would otherwise be skipped without a word.
+template <class L, class Row>
+concept key_called = !names_key<L> || layout_with_key<L, Row>;
+template <class L, class Row>
+concept headers_called = !names_headers<L> || layout_with_headers<L, Row>;
+template <class L, class Row>
+concept layout_members_called = key_called<L, Row> && headers_called<L, Row>;
+
+/// The class and the type of a data member, from a pointer to it.
+template <class M>
+struct member_pointer;
+template <class C, class T>
+struct member_pointer<T C::*> {
+  using owner = C;
+  using type = T;
+};
+template <auto Member>
+using member_owner_t = typename member_pointer<decltype(Member)>::owner;
+template <auto Member>
+using member_type_t = typename member_pointer<decltype(Member)>::type;
+
+/// Source is a group_source: its member's group metadata is what the coordinator checks.
+template <class Source>
+struct is_group_source : std::false_type {};
+template <class Event, class Policy, class Codec>
+struct is_group_source<group_source<Event, Policy, Codec>> : std::true_type {};
+}  // namespace detail
+
+/// Every row to one topic, keyed by a member of the row (the key's bytes by KeyCodec, the value's
+/// by ValueCodec). `keyed_layout<&order::order_id>` keys each order by its id, in the format
+/// Java's LongSerializer writes, and copies the row's bytes as its value.
+template <auto Member, class ValueCodec = trivial_codec<detail::member_owner_t<Member>>,
+          class KeyCodec = big_endian_codec<detail::member_type_t<Member>>>
+class keyed_layout final {
+ public:
+  using row_type = detail::member_owner_t<Member>;
+
+  explicit keyed_layout(std::string topic) : topic_(std::move(topic)) {}
+
+  [[nodiscard]] std::string_view topic(const row_type&) const noexcept { return topic_; }
+  void key(const row_type& r, std::vector<std::byte>& out) const {
+    KeyCodec::encode(r.*Member, out);
+  }
+  void value(const row_type& r, std::vector<std::byte>& out) const { ValueCodec::encode(r, out); }
+
+ private:
+  std::string topic_;
+};
+
+/// A Kafka topic written in producer transactions that carry the consuming group's offsets.
+template <class Row, class Layout, class Source>
+class transactional_sink final {
+  static constexpr bool group_source_given = detail::is_group_source<Source>::value;
+  static_assert(
+      part_rules::require<part_rules::kafka_transactional_sink_source, group_source_given>());
+  static constexpr bool maps_rows = layout<Layout, Row>;
+  static_assert(part_rules::require<part_rules::kafka_layout_maps_row, maps_rows>());
+  static constexpr bool members_called = !maps_rows || detail::layout_members_called<Layout, Row>;
+  static_assert(part_rules::require<part_rules::kafka_layout_members, members_called>());
+
+ public:
+  using row_type = Row;
+  using key_type = no_key;
+  /// A log: every write appends (R5 asks no guard); Replicated: acks=all, which a
+  /// transactional producer always uses.
+  using capabilities = commit_order::capabilities<AppendOnly, Transactional, Replicated>;
+
+  /// A sink writing through its own transactional producer, storing `source`'s group offsets.
+  /// Keeps a reference: the source must outlive the sink. Initialises the producer's
+  /// transactions (init_transactions), which aborts what a predecessor under the same
+  /// transactional.id left open.
+  transactional_sink(Source& source, Layout layout, producer_options options)
+      : source_(&source)
+      , client_(client_of(source))
+      , layout_(std::move(layout))
+      , options_(std::move(options)) {
+    if (client_ == nullptr)
+      return;  // refused by KT1: its message is the one error
+    if (client_->group_id().empty())
+      refuse("the source has no group.id, and the positions are its group's offsets");
+    if (options_.transactional_id.empty())
+      refuse(
+          "producer_options.transactional_id is empty: give each owner an id of its own, the "
+          "same across its restarts (a generated one cannot abort its predecessor's open "
+          "transaction, which then holds back every read_committed reader until "
+          "transaction.timeout.ms)");
+    if (options_.transaction_timeout <= std::chrono::milliseconds{0})
+      refuse("producer_options.transaction_timeout must be positive");
+    for (const char* owned : {"transactional.id", "transaction.timeout.ms"})
+      if (options_.config.contains(owned))
+        refuse(std::string(owned) +
+               " is set in producer_options.config: it is the sink's -- "
+               "set producer_options.transactional_id and "
+               "transaction_timeout instead");
+    if (const auto it = options_.config.find("enable.idempotence"); it != options_.config.end())
+      if (const auto b = detail::as_bool(it->second); !b || !*b)
+        refuse("enable.idempotence=" + it->second +
+               " is refused: a transactional producer is idempotent -- remove the property");
+    for (const char* acks : {"acks", "request.required.acks"})
+      if (const auto it = options_.config.find(acks); it != options_.config.end())
+        if (it->second != "all" && it->second != "-1")
+          refuse(std::string(acks) + "=" + it->second +
+                 " is refused: a transaction commits only what every in-sync replica has "
+                 "(acks=all) -- remove the property");
+    create_producer();
+    check_same_cluster();
+  }
+
+  transactional_sink(const transactional_sink&) = delete;
+  transactional_sink& operator=(const transactional_sink&) = delete;
+  ~transactional_sink() {
+    if (in_transaction_)
+      rollback();
+  }
+
+  // ---- the unit -----------------------------------------------------------------------------
+
+  void begin() {
+    rethrow_if_fenced();
+    settle();
+    unit_began_ = clock::now();
+    staged_.clear();
+    if (detail::error_ptr e{rd_kafka_begin_transaction(rk_.get())})
+      fail("beginning a transaction", std::move(e));
+    in_transaction_ = true;
+  }
+
+  void apply(partition_id k, offset o, const Row& row) {
+    if constexpr (maps_rows)
+      produce(k, o, row);
+  }
+
+  void store_position(partition_id k, position p) {
+    const auto it = std::ranges::find(staged_, k, &start_at::partition);
+    if (it == staged_.end())
+      staged_.push_back(start_at{k, p});
+    else
+      it->at = p;
+  }
+  /// The coordinator checks the owner (the member's generation) when the offsets are sent.
+  void store_position(partition_id k, position p, epoch) { store_position(k, p); }
+
+  /// Sends the staged offsets with the member's group metadata, then commits: both land, or
+  /// neither. A retriable answer to the commit is retried, as librdkafka prescribes; one that
+  /// needs an abort aborts (the unit is read again from the last committed offsets); a fencing
+  /// answer is `fenced` (or `transaction_timed_out`, when the unit outlived the timeout).
+  void commit() {
+    rethrow_if_fenced();
+    if (!staged_.empty()) {
+      detail::list_ptr offsets = detail::make_list(static_cast<int>(staged_.size()));
+      for (const start_at& s : staged_)
+        rd_kafka_topic_partition_list_add(offsets.get(), client_->topic().c_str(),
+                                          s.partition.value())
+            ->offset = s.at.value();
+      rd_kafka_consumer_group_metadata_t* group =
+          rd_kafka_consumer_group_metadata(client_->handle());
+      detail::error_ptr sent = retried([&](int ms) {
+        return rd_kafka_send_offsets_to_transaction(rk_.get(), offsets.get(), group, ms);
+      });
+      rd_kafka_consumer_group_metadata_destroy(group);
+      if (sent)
+        fail("sending the unit's offsets to its transaction", std::move(sent));
+    }
+    if (detail::error_ptr e =
+            retried([&](int ms) { return rd_kafka_commit_transaction(rk_.get(), ms); })) {
+      if (rd_kafka_error_is_retriable(e.get())) {
+        // Sent, unanswered: librdkafka finishes it when called again (settle), never aborts it.
+        in_transaction_ = false;
+        staged_.clear();
+        pending_ = ending::commit;
+        throw commit_in_doubt(rd_kafka_error_code(e.get()), rd_kafka_error_string(e.get()));
+      }
+      fail("committing a transaction", std::move(e));
+    }
+    in_transaction_ = false;
+    staged_.clear();
+    ++commits_;
+  }
+
+  void rollback() noexcept {
+    staged_.clear();
+    if (!in_transaction_)
+      return;
+    in_transaction_ = false;
+    if (dead_)
+      return;  // a fenced producer's transaction is aborted by the coordinator, or was never sent
+    if (detail::error_ptr e =
+            retried([&](int ms) { return rd_kafka_abort_transaction(rk_.get(), ms); })) {
+      // Unfinished: called again before the next transaction begins (settle). Failed for good:
+      // the coordinator aborts the transaction at its timeout, and the producer is not reused.
+      ++failed_aborts_;
+      if (rd_kafka_error_is_retriable(e.get()))
+        pending_ = ending::abort;
+      else
+        dead_ = std::make_exception_ptr(client_error("aborting a transaction",
+                                                     rd_kafka_error_code(e.get()),
+                                                     rd_kafka_error_string(e.get())));
+    }
+  }
+
+  // ---- positions and owners -------------------------------------------------------------------
+
+  /// The group's committed offset of input partition k. read_committed (the source's own
+  /// setting), so a transaction still committing offsets is waited for, never read around: a
+  /// predecessor's, which may stay open until the transaction timeout, is waited for that long
+  /// (and the request timeout), whatever the consumer's own request timeout.
+  [[nodiscard]] std::optional<position> load_position(partition_id k) const {
+    const auto deadline = clock::now() + options_.transaction_timeout + options_.request_timeout;
+    for (;;) {
+      try {
+        return client_->committed(k);
+      } catch (const client_error& e) {
+        const bool waiting = e.code() == RD_KAFKA_RESP_ERR_UNSTABLE_OFFSET_COMMIT ||
+                             e.code() == RD_KAFKA_RESP_ERR__TIMED_OUT;
+        if (!waiting || clock::now() >= deadline)
+          throw;
+      }
+    }
+  }
+  /// The owner is the member at group generation `e`, which the coordinator checks at each
+  /// commit: nothing is written here.
+  [[nodiscard]] std::optional<position> claim(partition_id k, epoch) { return load_position(k); }
+  [[nodiscard]] claimed claim_next(partition_id k) {
+    return claimed{epoch::of(0, generation().value_or(0)), load_position(k)};
+  }
+
+  // ---- what the sink counts -----------------------------------------------------------------
+
+  /// Transactions committed so far (claims' empty ones included).
+  [[nodiscard]] std::size_t commits() const noexcept { return commits_; }
+  /// Messages produced so far, aborted attempts included.
+  [[nodiscard]] std::size_t produced() const noexcept { return produced_; }
+  /// Aborts that did not reach the coordinator (it aborts at the timeout instead).
+  [[nodiscard]] std::size_t failed_aborts() const noexcept { return failed_aborts_; }
+  [[nodiscard]] const producer_options& options() const noexcept { return options_; }
+
+ private:
+  using clock = std::chrono::steady_clock;
+
+  /// How a transaction librdkafka has not finished ending must end: its commit was sent and
+  /// unanswered (commit_in_doubt), or its abort was.
+  enum class ending { none, commit, abort };
+
+  /// `call(timeout_ms)` until it succeeds, fails for good, or request_timeout is spent (a
+  /// timed-out commit, abort or offsets send is resumed by calling it again, as rdkafka.h
+  /// prescribes); the last error, or none.
+  template <class Call>
+  detail::error_ptr retried(Call&& call) const {
+    const auto deadline = clock::now() + options_.request_timeout;
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+      detail::error_ptr e{call(static_cast<int>(std::max<std::int64_t>(left, 1)))};
+      if (!e || !rd_kafka_error_is_retriable(e.get()) || clock::now() >= deadline)
+        return e;
+    }
+  }
+
+  /// Finishes the transaction a timed-out commit or abort left: before anything else begins,
+  /// so that recovery reads the group's offsets as that transaction left them.
+  void settle() {
+    if (pending_ == ending::none)
+      return;
+    const bool committing = pending_ == ending::commit;
+    detail::error_ptr e = retried([&](int ms) {
+      return committing ? rd_kafka_commit_transaction(rk_.get(), ms)
+                        : rd_kafka_abort_transaction(rk_.get(), ms);
+    });
+    if (!e) {
+      pending_ = ending::none;
+      if (committing)
+        ++commits_;
+      return;
+    }
+    if (rd_kafka_error_is_retriable(e.get())) {
+      if (committing)
+        throw commit_in_doubt(rd_kafka_error_code(e.get()), rd_kafka_error_string(e.get()));
+      throw client_error("finishing the abort of a transaction", rd_kafka_error_code(e.get()),
+                         rd_kafka_error_string(e.get()));
+    }
+    pending_ = ending::none;
+    in_transaction_ = committing;  // an abortable answer to the resumed commit: abort it
+    fail(committing ? "finishing a transaction's commit" : "finishing a transaction's abort",
+         std::move(e));
+  }
+
+  /// Produces the message `row` (of record `o` of input partition `k`) becomes, inside the
+  /// open transaction.
+  void produce(partition_id k, offset o, const Row& row) {
+    value_.clear();
+    layout_.value(row, value_);
+    topic_ = layout_.topic(row);
+    std::vector<rd_kafka_vu_t>& vu = vu_;
+    vu.resize(3);
+    vu[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+    vu[0].u.cstr = topic_.c_str();
+    vu[1].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+    vu[1].u.i = RD_KAFKA_MSG_F_COPY;
+    vu[2].vtype = RD_KAFKA_VTYPE_VALUE;
+    vu[2].u.mem.ptr = not_null(value_);
+    vu[2].u.mem.size = value_.size();
+    if constexpr (detail::layout_with_key<Layout, Row>) {
+      // A key, empty bytes included: librdkafka takes a null pointer for no key.
+      key_.clear();
+      layout_.key(row, key_);
+      rd_kafka_vu_t& u = vu.emplace_back();
+      u.vtype = RD_KAFKA_VTYPE_KEY;
+      u.u.mem.ptr = not_null(key_);
+      u.u.mem.size = key_.size();
+    }
+    if constexpr (detail::layout_with_headers<Layout, Row>) {
+      headers_.clear();
+      layout_.headers(row, headers_);
+      for (const header_out& h : headers_) {
+        rd_kafka_vu_t& u = vu.emplace_back();
+        u.vtype = RD_KAFKA_VTYPE_HEADER;
+        u.u.header.name = h.name.c_str();
+        u.u.header.val = not_null(h.value);
+        u.u.header.size = static_cast<ssize_t>(h.value.size());
+      }
+    }
+    for (;;) {
+      detail::error_ptr e{rd_kafka_produceva(rk_.get(), vu.data(), vu.size())};
+      if (!e)
+        break;
+      const rd_kafka_resp_err_t code = rd_kafka_error_code(e.get());
+      if (code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+        throw message_refused(k, o, code, rd_kafka_error_string(e.get()));
+      if (code != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        fail("producing to " + topic_, std::move(e));
+      rd_kafka_poll(rk_.get(), 10);  // the local queue is full: let deliveries drain it
+    }
+    ++produced_;
+  }
+
+  // None once KT1 refused the source, so that its message is the one error.
+  static detail::client_core* client_of(Source& source) {
+    if constexpr (group_source_given)
+      return &source.client();
+    else
+      return nullptr;
+  }
+  [[nodiscard]] std::optional<std::int32_t> generation() const {
+    if constexpr (group_source_given)
+      return source_->generation();
+    else
+      return std::nullopt;
+  }
+
+  [[noreturn]] static void refuse(const std::string& why) {
+    throw configuration_refused("commit_order::kafka::transactional_sink: " + why);
+  }
+
+  [[nodiscard]] int timeout_ms() const noexcept {
+    return static_cast<int>(options_.request_timeout.count());
+  }
+
+  /// The consuming group's offsets can be committed in a transaction only on the cluster that
+  /// holds the group: a producer of another cluster would be answered as a member unknown there.
+  void check_same_cluster() const {
+    const auto id_of = [this](rd_kafka_t* rk) {
+      char* id = rd_kafka_clusterid(rk, timeout_ms());
+      std::string s = id == nullptr ? "" : id;
+      if (id != nullptr)
+        rd_kafka_mem_free(rk, id);
+      return s;
+    };
+    const std::string read = id_of(client_->handle());
+    const std::string written = id_of(rk_.get());
+    if (read.empty() || written.empty())
+      throw client_error("reading the cluster ids of the source's consumer and the sink's producer",
+                         RD_KAFKA_RESP_ERR__TIMED_OUT,
+                         "the sink must know both are one cluster before it commits the group's "
+                         "offsets in its transactions");
+    if (read != written)
+      refuse("the source reads cluster " + read + " and the sink writes cluster " + written +
+             ": a transaction commits the group's offsets only on the cluster that holds the "
+             "group -- write the output to the source's cluster");
+  }
+
+  static void* not_null(const std::vector<std::byte>& b) noexcept {
+    static std::byte none{};
+    return b.empty() ? &none : const_cast<std::byte*>(b.data());
+  }
+
+  void create_producer() {
+    char err[512];
+    detail::conf_ptr conf(rd_kafka_conf_new());
+    const auto set = [&](const std::string& key, const std::string& value) {
+      if (rd_kafka_conf_set(conf.get(), key.c_str(), value.c_str(), err, sizeof err) !=
+          RD_KAFKA_CONF_OK)
+        refuse(key + "=" + value + ": " + err);
+    };
+    for (const auto& [key, value] : options_.config)
+      set(key, value);
+    if (!options_.config.contains("partitioner"))
+      set("partitioner", "murmur2_random");
+    set("transactional.id", options_.transactional_id);
+    set("transaction.timeout.ms", std::to_string(options_.transaction_timeout.count()));
+    // No delivery callback: a message the brokers did not take fails the commit, which aborts.
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), err, sizeof err);
+    if (rk == nullptr)
+      refuse(err);
+    (void)conf.release();
+    rk_.reset(rk);
+    const auto deadline = clock::now() + options_.request_timeout;
+    for (;;) {
+      detail::error_ptr e{rd_kafka_init_transactions(rk_.get(), timeout_ms())};
+      if (!e)
+        break;
+      if (rd_kafka_error_is_retriable(e.get()) && clock::now() < deadline)
+        continue;
+      throw client_error(
+          "initialising the transactions of transactional.id " + options_.transactional_id,
+          rd_kafka_error_code(e.get()), rd_kafka_error_string(e.get()));
+    }
+  }
+
+  /// Answers by which the broker says another owner holds what this one writes: a newer
+  /// producer under the same transactional.id, or a rebalance that replaced the member.
+  static constexpr bool is_fencing(rd_kafka_resp_err_t c) noexcept {
+    return c == RD_KAFKA_RESP_ERR__FENCED || c == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+           c == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH ||
+           c == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION || c == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID ||
+           c == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID;
+  }
+
+  /// The unit's first partition and the epoch it is owned at, as a fenced error names them.
+  [[nodiscard]] std::pair<partition_id, epoch> owner() const {
+    const partition_id k = staged_.empty() ? partition_id{0} : staged_.front().partition;
+    return {k, epoch::of(0, generation().value_or(0))};
+  }
+
+  /// Fencing answers of the group coordinator: a rebalance replaced this member.
+  static constexpr bool by_coordinator(rd_kafka_resp_err_t c) noexcept {
+    return c == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION || c == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID ||
+           c == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID;
+  }
+
+  /// The error a fencing answer to `operation` becomes: `transaction_timed_out` when the unit
+  /// outlived the timeout (the broker aborted it and bumped the producer's epoch, so it
+  /// answers as it would a zombie), `fenced` otherwise, naming who refused this owner.
+  [[nodiscard]] std::exception_ptr fencing_error(const std::string& operation,
+                                                 rd_kafka_resp_err_t code) const {
+    const auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - unit_began_);
+    if (!by_coordinator(code) && elapsed > options_.transaction_timeout)
+      return std::make_exception_ptr(
+          transaction_timed_out(code, elapsed, options_.transaction_timeout));
+    const std::string what = std::string(rd_kafka_err2name(code)) + ", " + operation;
+    const std::string by = by_coordinator(code)
+                               ? "the group coordinator refused its offsets (" + what +
+                                     "): a rebalance gave its partitions to another member"
+                               : "a newer producer under transactional.id '" +
+                                     options_.transactional_id + "' fenced this one (" + what +
+                                     "; if two running owners share the id, give each its own: "
+                                     "a restart of either fences the other)";
+    const auto [k, mine] = owner();
+    return std::make_exception_ptr(fenced(mine, k, by));
+  }
+
+  /// What librdkafka answered to `operation`, as the library's error. Fencing (or any fatal
+  /// error) ends the producer: the error is kept and thrown again by every later call. An
+  /// abortable one aborts the transaction and is thrown as a client_error (the world's: the
+  /// pipeline reads the unit again from the committed offsets at its next poll).
+  [[noreturn]] void fail(const std::string& operation, detail::error_ptr e) {
+    const rd_kafka_resp_err_t code = rd_kafka_error_code(e.get());
+    const std::string text = rd_kafka_error_string(e.get());
+    const bool fatal = rd_kafka_error_is_fatal(e.get()) != 0;
+    const bool abortable = rd_kafka_error_txn_requires_abort(e.get()) != 0;
+    const bool fencing = is_fencing(code);
+    // Aborted where librdkafka still can, so that nothing waits for the transaction timeout.
+    if (in_transaction_ && abortable && !fatal) {
+      if (rd_kafka_error_t* a = rd_kafka_abort_transaction(rk_.get(), timeout_ms())) {
+        ++failed_aborts_;
+        rd_kafka_error_destroy(a);
+      }
+    }
+    if (fencing || fatal) {
+      // Named before the unit's positions are dropped: the error names its first partition.
+      std::exception_ptr why =
+          fencing ? fencing_error(operation, code)
+                  : std::make_exception_ptr(client_error(operation, code, text + " (fatal)"));
+      in_transaction_ = false;
+      staged_.clear();
+      // The coordinator refusing a replaced member leaves the producer sound: the unit is
+      // aborted, and once the member rejoins, its next claim starts from the group's offsets.
+      // A producer fenced by a newer one, or failed fatally, is never used again.
+      if (fatal || !by_coordinator(code))
+        dead_ = why;
+      std::rethrow_exception(why);
+    }
+    const bool was_open = in_transaction_;
+    in_transaction_ = false;
+    staged_.clear();
+    if (abortable && was_open)
+      throw client_error(operation, code,
+                         text + "; the transaction was aborted: its records are read again");
+    in_transaction_ = was_open;  // not the transaction's error: the pipeline rolls it back
+    throw client_error(operation, code, text);
+  }
+
+  void rethrow_if_fenced() const {
+    if (dead_)
+      std::rethrow_exception(dead_);
+  }
+
+  Source* source_;
+  detail::client_core* client_;
+  Layout layout_;
+  producer_options options_;
+  detail::handle_ptr rk_;
+  std::vector<start_at> staged_;
+  std::vector<std::byte> key_;
+  std::vector<std::byte> value_;
+  std::vector<header_out> headers_;
+  std::vector<rd_kafka_vu_t> vu_;
+  std::string topic_;
+  std::exception_ptr dead_;  // why the producer may not be used again
+  clock::time_point unit_began_{};
+  bool in_transaction_ = false;
+  ending pending_ = ending::none;
+  std::size_t produced_ = 0;
+  std::size_t commits_ = 0;
+  std::size_t failed_aborts_ = 0;
+};
+
+}  // namespace commit_order::kafka
