@@ -61,12 +61,12 @@ struct kafka_source_policy;
 struct kafka_codec_decodes;
 struct kafka_trivial_codec_event;
 struct kafka_offset_store_source;
-struct kafka_transactional_sink_source;
-struct kafka_layout_maps_row;
-struct kafka_layout_members;
 struct kafka_producer_codec;
 struct kafka_key_codec;
 struct kafka_big_endian_integer;
+struct kafka_transactional_sink_source;
+struct kafka_layout_maps_row;
+struct kafka_layout_members;
 struct json_no_fields;
 struct json_duplicate_field;
 struct json_field_elsewhere;
@@ -76,7 +76,7 @@ template <class Rule, bool Holds>
 constexpr bool require() {
   static_assert(is_registered_v<Rule>,
                 "commit_order: a part checks a rule that is not in part_rules::all_part_rules");
-  static_assert(detail::fingerprint_for<Rule> == 0xb200267a4b2de096ULL,
+  static_assert(detail::fingerprint_for<Rule> == 0xe5b7264bbf9cdd34ULL,
                 "commit_order: the part rule checks in part_checks.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
   if constexpr (!Holds) {
     static_assert(!std::is_same_v<Rule, max_transaction_rows_zero>,
@@ -137,18 +137,18 @@ constexpr bool require() {
                   "commit_order KF3: kafka::trivial_codec copies the event's bytes and the event is not trivially copyable (a std::string member is a pointer into this process) -- read and write the topic with a codec of its format, e.g. json::codec");
     static_assert(!std::is_same_v<Rule, kafka_offset_store_source>,
                   "commit_order KF4: kafka::offset_store commits through a group_source's or an assigned_source's consumer and was given another source -- for a partition_source use kafka::partition_offset_store");
-    static_assert(!std::is_same_v<Rule, kafka_transactional_sink_source>,
-                  "commit_order KT1: kafka::transactional_sink stores its positions as a consumer group's offsets and was given a source that is not a kafka::group_source -- read the input with a group_source on the cluster the sink writes to");
-    static_assert(!std::is_same_v<Rule, kafka_layout_maps_row>,
-                  "commit_order KT2: the sink's Layout does not map its Row to a message -- it needs const members topic(const Row&) (a string_view) and value(const Row&, std::vector<std::byte>&), as kafka::keyed_layout<&Row::member> has");
-    static_assert(!std::is_same_v<Rule, kafka_layout_members>,
-                  "commit_order KT3: the sink's Layout names key or headers but not in the shape the sink calls -- key(const Row&, std::vector<std::byte>&) const and headers(const Row&, std::vector<kafka::header_out>&) const");
     static_assert(!std::is_same_v<Rule, kafka_producer_codec>,
                   "commit_order KF5: the producer's codec does not encode the event -- it needs static void encode(const Event&, std::vector<std::byte>&) beside decode");
     static_assert(!std::is_same_v<Rule, kafka_key_codec>,
                   "commit_order KF6: with_deletes' key codec does not decode the key -- it needs static Key decode(std::span<const std::byte>) in the producer's key format (big_endian_codec<std::int64_t> for Java's LongSerializer, string_codec for text)");
     static_assert(!std::is_same_v<Rule, kafka_big_endian_integer>,
                   "commit_order KF7: big_endian_codec<T> takes an integer type -- it is the format of Kafka's integer serializers; for text take kafka::string_codec, for another type write a codec of its own");
+    static_assert(!std::is_same_v<Rule, kafka_transactional_sink_source>,
+                  "commit_order KF8: kafka::transactional_sink stores its positions as a consumer group's offsets and was given a source that is not a kafka::group_source -- read the input with a group_source on the cluster the sink writes to");
+    static_assert(!std::is_same_v<Rule, kafka_layout_maps_row>,
+                  "commit_order KF9: the sink's Layout does not map its Row to a message -- it needs const members topic(const Row&) (a string_view) and value(const Row&, std::vector<std::byte>&), as kafka::keyed_layout<&Row::member> has");
+    static_assert(!std::is_same_v<Rule, kafka_layout_members>,
+                  "commit_order KF10: the sink's Layout names key or headers but not in the shape the sink calls -- key(const Row&, std::vector<std::byte>&) const and headers(const Row&, std::vector<kafka::header_out>&) const");
     static_assert(!std::is_same_v<Rule, json_no_fields>,
                   "commit_order JS1: json::codec has no fields -- list the event's members in json::fields<json::field<\"name\", &Event::member>...>");
     static_assert(!std::is_same_v<Rule, json_duplicate_field>,

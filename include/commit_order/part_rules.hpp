@@ -320,10 +320,10 @@ struct kafka_offset_store_source final {
 };
 
 struct kafka_transactional_sink_source final {
-  static constexpr std::string_view id = "KT1";
+  static constexpr std::string_view id = "KF8";
   static constexpr std::string_view part = "kafka::transactional_sink";
   static constexpr std::string_view message =
-      "commit_order KT1: kafka::transactional_sink stores its positions as a consumer group's "
+      "commit_order KF8: kafka::transactional_sink stores its positions as a consumer group's "
       "offsets and was given a source that is not a kafka::group_source -- read the input with a "
       "group_source on the cluster the sink writes to";
   static constexpr std::string_view prevents =
@@ -331,20 +331,20 @@ struct kafka_transactional_sink_source final {
 };
 
 struct kafka_layout_maps_row final {
-  static constexpr std::string_view id = "KT2";
+  static constexpr std::string_view id = "KF9";
   static constexpr std::string_view part = "kafka::transactional_sink";
   static constexpr std::string_view message =
-      "commit_order KT2: the sink's Layout does not map its Row to a message -- it needs const "
+      "commit_order KF9: the sink's Layout does not map its Row to a message -- it needs const "
       "members topic(const Row&) (a string_view) and value(const Row&, std::vector<std::byte>&), "
       "as kafka::keyed_layout<&Row::member> has";
   static constexpr std::string_view prevents = "rows sent to a topic in a shape nobody chose";
 };
 
 struct kafka_layout_members final {
-  static constexpr std::string_view id = "KT3";
+  static constexpr std::string_view id = "KF10";
   static constexpr std::string_view part = "kafka::transactional_sink";
   static constexpr std::string_view message =
-      "commit_order KT3: the sink's Layout names key or headers but not in the shape the sink "
+      "commit_order KF10: the sink's Layout names key or headers but not in the shape the sink "
       "calls -- key(const Row&, std::vector<std::byte>&) const and headers(const Row&, "
       "std::vector<kafka::header_out>&) const";
   static constexpr std::string_view prevents = "keys or headers skipped without a word";
@@ -434,20 +434,18 @@ struct rule_list final {
 };
 
 /// Every rule a part checks of itself, by family.
-using all_part_rules =
-    rule_list<max_transaction_rows_zero, retry_count_zero, memory_idempotent_without_key,
-              memory_guard_without_upsert, memory_append_only_upsert, file_trivial_codec_event,
-              file_codec_shape, file_sync_policy, sqlite_identifier, sqlite_empty_key,
-              sqlite_column_elsewhere, sqlite_duplicate_column, sqlite_column_type,
-              sqlite_version_in_key, sqlite_version_not_a_column, sqlite_version_not_a_number,
-              sqlite_unsafe_journal, postgres_identifier, postgres_empty_key,
-              postgres_column_elsewhere, postgres_duplicate_column, postgres_column_type,
-              postgres_version_elsewhere, postgres_version_not_a_column, postgres_letter_format,
-              kafka_source_policy, kafka_codec_decodes, kafka_trivial_codec_event,
-              kafka_offset_store_source, kafka_transactional_sink_source, kafka_layout_maps_row,
-              kafka_layout_members, kafka_producer_codec, kafka_key_codec, kafka_big_endian_integer,
-              json_no_fields, json_duplicate_field, json_field_elsewhere, json_field_type,
-              json_event_default_constructible>;
+using all_part_rules = rule_list<
+    max_transaction_rows_zero, retry_count_zero, memory_idempotent_without_key,
+    memory_guard_without_upsert, memory_append_only_upsert, file_trivial_codec_event,
+    file_codec_shape, file_sync_policy, sqlite_identifier, sqlite_empty_key,
+    sqlite_column_elsewhere, sqlite_duplicate_column, sqlite_column_type, sqlite_version_in_key,
+    sqlite_version_not_a_column, sqlite_version_not_a_number, sqlite_unsafe_journal,
+    postgres_identifier, postgres_empty_key, postgres_column_elsewhere, postgres_duplicate_column,
+    postgres_column_type, postgres_version_elsewhere, postgres_version_not_a_column,
+    postgres_letter_format, kafka_source_policy, kafka_codec_decodes, kafka_trivial_codec_event,
+    kafka_offset_store_source, kafka_producer_codec, kafka_key_codec, kafka_big_endian_integer,
+    kafka_transactional_sink_source, kafka_layout_maps_row, kafka_layout_members, json_no_fields,
+    json_duplicate_field, json_field_elsewhere, json_field_type, json_event_default_constructible>;
 
 namespace detail {
 template <class Rule, class List>

@@ -216,18 +216,18 @@ compile_fail_case(kf3_string_member_default_codec KF3
   "commit_order KF3: kafka::trivial_codec copies the event's bytes and the event is not trivially copyable \\(a std::string member is a pointer into this process\\)")
 compile_fail_case(kf4_offset_store_source KF4
   "commit_order KF4: kafka::offset_store commits through a group_source's or an assigned_source's consumer and was given another source")
-compile_fail_case(kt1_transactional_sink_source KT1
-  "commit_order KT1: kafka::transactional_sink stores its positions as a consumer group's offsets and was given a source that is not a kafka::group_source")
-compile_fail_case(kt2_layout_maps_row KT2
-  "commit_order KT2: the sink's Layout does not map its Row to a message")
-compile_fail_case(kt3_layout_members KT3
-  "commit_order KT3: the sink's Layout names key or headers but not in the shape the sink calls")
 compile_fail_case(kf5_producer_codec KF5
   "commit_order KF5: the producer's codec does not encode the event")
 compile_fail_case(kf6_key_codec KF6
   "commit_order KF6: with_deletes' key codec does not decode the key")
 compile_fail_case(kf7_big_endian_integer KF7
   "commit_order KF7: big_endian_codec<T> takes an integer type")
+compile_fail_case(kf8_transactional_sink_source KF8
+  "commit_order KF8: kafka::transactional_sink stores its positions as a consumer group's offsets and was given a source that is not a kafka::group_source")
+compile_fail_case(kf9_layout_maps_row KF9
+  "commit_order KF9: the sink's Layout does not map its Row to a message")
+compile_fail_case(kf10_layout_members KF10
+  "commit_order KF10: the sink's Layout names key or headers but not in the shape the sink calls")
 compile_fail_case(js1_no_fields JS1
   "commit_order JS1: json::codec has no fields")
 compile_fail_case(js2_duplicate_field_name JS2

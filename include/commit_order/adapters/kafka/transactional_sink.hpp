@@ -14,7 +14,7 @@
 // aborted, and a read_uncommitted reader is shown it.
 //
 // The positions are the consuming group's offsets, so the source is a kafka::group_source on
-// the cluster the sink writes to (part rule KT1). The producer's transactional.id is the owner's,
+// the cluster the sink writes to (part rule KF8). The producer's transactional.id is the owner's,
 // stable across its restarts (a restarted owner aborts its predecessor's open transaction by
 // it); a sink that was fenced stays fenced, and its producer is never used again.
 #pragma once
@@ -181,7 +181,7 @@ class transactional_sink final {
       , layout_(std::move(layout))
       , options_(std::move(options)) {
     if (client_ == nullptr)
-      return;  // refused by KT1: its message is the one error
+      return;  // refused by KF8: its message is the one error
     if (client_->group_id().empty())
       refuse("the source has no group.id, and the positions are its group's offsets");
     if (options_.transactional_id.empty())
@@ -439,7 +439,7 @@ class transactional_sink final {
     ++produced_;
   }
 
-  // None once KT1 refused the source, so that its message is the one error.
+  // None once KF8 refused the source, so that its message is the one error.
   static detail::client_core* client_of(Source& source) {
     if constexpr (group_source_given)
       return &source.client();

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// KT2: kafka::transactional_sink given a Layout that maps another row type than the sink's (a
+// KF9: kafka::transactional_sink given a Layout that maps another row type than the sink's (a
 // layout written for the event, used for the enriched row). The twin's layout maps the row.
 #include <commit_order/adapters/kafka.hpp>
 #include <commit_order/commit_order.hpp>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// KT3: a Layout whose headers member is not const: the sink calls it on a const layout, so it
+// KF10: a Layout whose headers member is not const: the sink calls it on a const layout, so it
 // would be skipped and every message sent without its headers. The twin declares it const.
 #include <commit_order/adapters/kafka.hpp>
 #include <commit_order/commit_order.hpp>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// KT1: kafka::transactional_sink, whose positions are a consumer group's offsets sent inside
+// KF8: kafka::transactional_sink, whose positions are a consumer group's offsets sent inside
 // its transactions, given a source of manually assigned partitions: no member the coordinator
 // could check. The twin reads the input with a group_source.
 #include <commit_order/adapters/kafka.hpp>
