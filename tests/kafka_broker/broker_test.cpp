@@ -1561,6 +1561,25 @@ struct from_the_start final : co::assignment_listener {
   void lost(std::span<const co::partition_id>) override {}
 };
 
+/// Orders 0..9 into partition 0 of `topic`.
+void ten_orders(const broker& b, const std::string& topic) {
+  raw_producer in(b, topic);
+  for (std::int64_t i = 0; i < 10; ++i)
+    in.send(p0, order_event{.order_id = i});
+  in.flush();
+}
+
+/// Polls a group member the test drives by hand (no pipeline) until it has read `n` records.
+void read_by_hand(kf::group_source<order_event, co::TransactionalPosition<>>& member,
+                  co::assignment_listener& starts, std::size_t n) {
+  member.listen(starts);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  std::size_t read = 0;
+  while (read < n && std::chrono::steady_clock::now() < deadline)
+    read += member.poll(n).size();
+  REQUIRE(read == n);
+}
+
 /// A transactional producer that commits a consumer's offsets inside its transactions (KIP-447,
 /// as a read-process-write loop does it by hand): every call waits for the broker's answer and
 /// returns librdkafka's error (none: nullptr), which the caller owns.
@@ -1661,21 +1680,11 @@ TEST_CASE("by hand, KIP-447: the group's offsets commit with the output, and a z
   const std::string id = unique("rpw-txn");
   b.create_topic(input, 1);
   b.create_topic(output, 1);
-  {
-    raw_producer in(b, input);
-    for (std::int64_t i = 0; i < 10; ++i)
-      in.send(p0, order_event{.order_id = i});
-    in.flush();
-  }
+  ten_orders(b, input);
   // The consuming member: a group's metadata (its generation) is what the broker checks.
   kf::group_source<order_event, co::TransactionalPosition<>> member(b.consumer(input, group));
   from_the_start starts;
-  member.listen(starts);
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  std::size_t read = 0;
-  while (read < 10 && std::chrono::steady_clock::now() < deadline)
-    read += member.poll(10).size();
-  REQUIRE(read == 10);
+  read_by_hand(member, starts, 10);
   rd_kafka_t* consumer = member.client().handle();
   kf::offset_store committed(member);
 
@@ -1901,20 +1910,10 @@ TEST_CASE("a claim waits for a transaction still committing offsets, never reads
   const std::string group = unique("stable-group");
   b.create_topic(input, 1);
   b.create_topic(output, 1);
-  {
-    raw_producer in(b, input);
-    for (std::int64_t i = 0; i < 10; ++i)
-      in.send(p0, order_event{.order_id = i});
-    in.flush();
-  }
+  ten_orders(b, input);
   kf::group_source<order_event, co::TransactionalPosition<>> member(b.consumer(input, group));
   from_the_start starts;
-  member.listen(starts);
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  std::size_t read = 0;
-  while (read < 10 && std::chrono::steady_clock::now() < deadline)
-    read += member.poll(10).size();
-  REQUIRE(read == 10);
+  read_by_hand(member, starts, 10);
   offsets_producer producer(b, output, unique("stable-txn"));
   REQUIRE_FALSE(producer.unit(member.client().handle(), input, {0, 1, 2, 3, 4}, 5, true));
   REQUIRE_FALSE(producer.open(member.client().handle(), input, {5, 6, 7, 8, 9}, 10));

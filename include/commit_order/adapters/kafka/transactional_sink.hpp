@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "commit_order/adapters/detail/table_description.hpp"
 #include "commit_order/adapters/kafka/codec.hpp"
 #include "commit_order/adapters/kafka/detail/client.hpp"
 #include "commit_order/adapters/kafka/detail/consumer_core.hpp"
@@ -113,17 +114,10 @@ template <class L, class Row>
 concept layout_members_called = key_called<L, Row> && headers_called<L, Row>;
 
 /// The class and the type of a data member, from a pointer to it.
-template <class M>
-struct member_pointer;
-template <class C, class T>
-struct member_pointer<T C::*> {
-  using owner = C;
-  using type = T;
-};
 template <auto Member>
-using member_owner_t = typename member_pointer<decltype(Member)>::owner;
+using member_owner_t = typename adapters::detail::member_pointer_traits<decltype(Member)>::owner;
 template <auto Member>
-using member_type_t = typename member_pointer<decltype(Member)>::type;
+using member_type_t = typename adapters::detail::member_pointer_traits<decltype(Member)>::value;
 
 /// Source is a group_source: its member's group metadata is what the coordinator checks.
 template <class Source>
