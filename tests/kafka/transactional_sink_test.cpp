@@ -78,7 +78,8 @@ TEST_CASE("transactional_sink: refused at construction, with the reason") {
                                                         {"enable.idempotence", "false"},
                                                         {"acks", "1"},
                                                         {"request.required.acks", "0"}}) {
-    CAPTURE(key);
+    const std::string property = key;  // clang 14 cannot capture a structured binding
+    CAPTURE(property);
     o = good;
     o.config[key] = value;
     CHECK(refusal(source, o).find(key) != std::string::npos);
