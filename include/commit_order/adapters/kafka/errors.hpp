@@ -176,9 +176,9 @@ class undecodable_message final : public error {
 /// a smaller unit (settings.batch_size) or a longer `producer_options::transaction_timeout`.
 class transaction_timed_out final : public client_error {
  public:
-  transaction_timed_out(rd_kafka_resp_err_t code, std::chrono::milliseconds elapsed,
-                        std::chrono::milliseconds timeout)
-      : client_error("committing a producer transaction", code,
+  transaction_timed_out(const std::string& operation, rd_kafka_resp_err_t code,
+                        std::chrono::milliseconds elapsed, std::chrono::milliseconds timeout)
+      : client_error(operation, code,
                      "the unit ran " + std::to_string(elapsed.count()) +
                          " ms, past transaction.timeout.ms=" + std::to_string(timeout.count()) +
                          ": the broker aborted the transaction -- nothing of the unit is "

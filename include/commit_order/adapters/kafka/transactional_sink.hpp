@@ -503,17 +503,11 @@ class transactional_sink final {
       refuse(err);
     (void)conf.release();
     rk_.reset(rk);
-    const auto deadline = clock::now() + options_.request_timeout;
-    for (;;) {
-      detail::error_ptr e{rd_kafka_init_transactions(rk_.get(), timeout_ms())};
-      if (!e)
-        break;
-      if (rd_kafka_error_is_retriable(e.get()) && clock::now() < deadline)
-        continue;
+    if (detail::error_ptr e =
+            retried([&](int ms) { return rd_kafka_init_transactions(rk_.get(), ms); }))
       throw client_error(
           "initialising the transactions of transactional.id " + options_.transactional_id,
           rd_kafka_error_code(e.get()), rd_kafka_error_string(e.get()));
-    }
   }
 
   /// Answers by which the broker says another owner holds what this one writes: a newer
@@ -546,7 +540,7 @@ class transactional_sink final {
         std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - unit_began_);
     if (!by_coordinator(code) && elapsed > options_.transaction_timeout)
       return std::make_exception_ptr(
-          transaction_timed_out(code, elapsed, options_.transaction_timeout));
+          transaction_timed_out(operation, code, elapsed, options_.transaction_timeout));
     const std::string what = std::string(rd_kafka_err2name(code)) + ", " + operation;
     const std::string by = by_coordinator(code)
                                ? "the group coordinator refused its offsets (" + what +
@@ -569,35 +563,29 @@ class transactional_sink final {
     const bool fatal = rd_kafka_error_is_fatal(e.get()) != 0;
     const bool abortable = rd_kafka_error_txn_requires_abort(e.get()) != 0;
     const bool fencing = is_fencing(code);
-    // Aborted where librdkafka still can, so that nothing waits for the transaction timeout.
-    if (in_transaction_ && abortable && !fatal) {
-      if (rd_kafka_error_t* a = rd_kafka_abort_transaction(rk_.get(), timeout_ms())) {
-        ++failed_aborts_;
-        rd_kafka_error_destroy(a);
-      }
-    }
-    if (fencing || fatal) {
-      // Named before the unit's positions are dropped: the error names its first partition.
-      std::exception_ptr why =
-          fencing ? fencing_error(operation, code)
-                  : std::make_exception_ptr(client_error(operation, code, text + " (fatal)"));
+    // Named first: a fenced error names the unit's first partition, which the abort forgets.
+    std::exception_ptr why;
+    if (fencing)
+      why = fencing_error(operation, code);
+    else if (fatal)
+      why = std::make_exception_ptr(client_error(operation, code, text + " (fatal)"));
+    else if (abortable && in_transaction_)
+      why = std::make_exception_ptr(client_error(
+          operation, code, text + "; the transaction was aborted: its records are read again"));
+    else  // not the transaction's error: it stays open, and the pipeline rolls it back
+      why = std::make_exception_ptr(client_error(operation, code, text));
+    if (abortable && !fatal) {
+      rollback();  // aborted where librdkafka still can: nothing waits for the timeout
+    } else if (fencing || fatal) {
       in_transaction_ = false;
       staged_.clear();
-      // The coordinator refusing a replaced member leaves the producer sound: the unit is
-      // aborted, and once the member rejoins, its next claim starts from the group's offsets.
-      // A producer fenced by a newer one, or failed fatally, is never used again.
-      if (fatal || !by_coordinator(code))
-        dead_ = why;
-      std::rethrow_exception(why);
     }
-    const bool was_open = in_transaction_;
-    in_transaction_ = false;
-    staged_.clear();
-    if (abortable && was_open)
-      throw client_error(operation, code,
-                         text + "; the transaction was aborted: its records are read again");
-    in_transaction_ = was_open;  // not the transaction's error: the pipeline rolls it back
-    throw client_error(operation, code, text);
+    // The coordinator refusing a replaced member leaves the producer sound: once the member
+    // rejoins, its next claim starts from the group's offsets. A producer fenced by a newer
+    // one, or failed fatally, is never used again.
+    if (fatal || (fencing && !by_coordinator(code)))
+      dead_ = why;
+    std::rethrow_exception(why);
   }
 
   void rethrow_if_fenced() const {

@@ -376,11 +376,8 @@ class client_core {
   void finish_reports() {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + options_.request_timeout;
-    while (report_in_flight_ && clock::now() < deadline) {
-      if (message_ptr m{rd_kafka_consumer_poll(rk_.get(), 50)}) {
-        // Closing: nothing is handed out any more.
-      }
-    }
+    while (report_in_flight_ && clock::now() < deadline)
+      message_ptr{rd_kafka_consumer_poll(rk_.get(), 50)};  // closing: nothing is handed out
     if (report_in_flight_ || !report_pending_.empty())
       note_background_commit_failure(RD_KAFKA_RESP_ERR__TIMED_OUT);
   }
