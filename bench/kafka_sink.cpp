@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: BSL-1.0
-// Read, process, write: a Kafka topic into another through `pipeline` with
-// kafka::transactional_sink, against a hand-written librdkafka loop making the same calls --
-// a group member's polls, and per unit begin_transaction, one produce per record (the same
-// key and value bytes), send_offsets_to_transaction with the member's group metadata,
-// commit_transaction -- at batch 1, 64 and 512.
+// Read, process, write: a Kafka topic into another through `pipeline`, against hand-written
+// librdkafka loops making the same calls, at batch 1, 64 and 512:
+//   * exactly once, kafka::transactional_sink under TransactionalPosition: a group member's
+//     polls, and per unit begin_transaction, one produce per record (the same key and value
+//     bytes), send_offsets_to_transaction with the member's group metadata, commit_transaction;
+//   * at least once, kafka::topic_sink under AtLeastOnce with kafka::offset_store: an
+//     idempotent producer, and per unit one produce per record, a flush that waits for every
+//     acknowledgement, then a synchronous commit of the member's offsets.
+// The cost of exactness is the transactional pipeline's time per record over the at-least-once
+// one's, at the same batch.
 //
 //   kafka_sink_bench [--rounds R]   the interleaved comparison (R rounds, default 9): each round
 //                                   runs the pipeline and its twin back to back, alternating
@@ -49,6 +54,13 @@ using policy = co::TransactionalPosition<>;
 using source_t = kf::group_source<order, policy>;
 using layout_t = kf::keyed_layout<&order::order_id>;
 using sink_t = kf::transactional_sink<order, layout_t, source_t>;
+
+using alo_policy = co::AtLeastOnce<>;
+using alo_source_t = kf::group_source<order, alo_policy>;
+using alo_sink_t = kf::topic_sink<order, layout_t>;
+
+/// Which pair runs: the transactional one, or the at-least-once one.
+enum class mode { exactly_once, at_least_once };
 
 /// Where the topics live: the mock cluster, or the broker COMMIT_ORDER_KAFKA_BOOTSTRAP names.
 class cluster final {
@@ -116,13 +128,9 @@ struct run_result final {
   std::string output;
 };
 
-run_result pipeline_run(const std::string& input, std::int64_t n, std::size_t batch) {
-  cluster& c = shared_cluster();
-  run_result r{.output = c.output()};
-  source_t source(c.member(input));
-  sink_t sink(source, layout_t(r.output),
-              {.config = c.client(), .transactional_id = cluster::fresh("bench.rpw.txn")});
-  co::pipeline<source_t, sink_t, policy> p(source, sink, co::settings{.batch_size = batch});
+/// Polls `p` until `n` records are done: the clock runs from the end of the first unit.
+template <class Pipeline>
+void timed(Pipeline& p, std::int64_t n, run_result& r) {
   std::int64_t done = 0;
   while (done == 0)
     done += static_cast<std::int64_t>(p.poll_once());
@@ -131,6 +139,31 @@ run_result pipeline_run(const std::string& input, std::int64_t n, std::size_t ba
   while (done < n)
     done += static_cast<std::int64_t>(p.poll_once());
   r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+run_result alo_pipeline_run(const std::string& input, std::int64_t n, std::size_t batch) {
+  cluster& c = shared_cluster();
+  run_result r{.output = c.output()};
+  alo_source_t source(c.member(input));
+  kf::offset_store store(source);
+  alo_sink_t sink(layout_t(r.output), {.config = c.client()});
+  co::pipeline<alo_source_t, alo_sink_t, alo_policy, co::with_store<kf::offset_store>> p(
+      source, sink, store, co::settings{.batch_size = batch});
+  timed(p, n, r);
+  source.close();
+  return r;
+}
+
+run_result pipeline_run(mode m, const std::string& input, std::int64_t n, std::size_t batch) {
+  if (m == mode::at_least_once)
+    return alo_pipeline_run(input, n, batch);
+  cluster& c = shared_cluster();
+  run_result r{.output = c.output()};
+  source_t source(c.member(input));
+  sink_t sink(source, layout_t(r.output),
+              {.config = c.client(), .transactional_id = cluster::fresh("bench.rpw.txn")});
+  co::pipeline<source_t, sink_t, policy> p(source, sink, co::settings{.batch_size = batch});
+  timed(p, n, r);
   source.close();
   return r;
 }
@@ -143,13 +176,15 @@ void check(rd_kafka_error_t* e, const char* what) {
   std::exit(2);
 }
 
-/// The hand-written twin: a group member that, on its assignment, reads the committed offset
-/// (in an empty transaction, as the pipeline claims) and starts there; then per batch of up to
-/// `batch` messages (the first waits 100 ms, the rest are taken as fetched), one transaction.
+/// The hand-written twins: a group member that, on its assignment, reads the committed offset
+/// (exactly once: in an empty transaction, as the pipeline claims) and starts there; then per
+/// batch of up to `batch` messages (the first waits 100 ms, the rest are taken as fetched), one
+/// transaction (exactly once), or the messages, a flush and a synchronous offsets commit (at
+/// least once).
 class handwritten final {
  public:
-  handwritten(const std::string& input, const std::string& output, std::size_t batch)
-      : input_(input), output_(output), batch_(batch) {
+  handwritten(mode which, const std::string& input, const std::string& output, std::size_t batch)
+      : mode_(which), input_(input), output_(output), batch_(batch) {
     cluster& c = shared_cluster();
     char err[512];
     rd_kafka_conf_t* cc = rd_kafka_conf_new();
@@ -169,11 +204,19 @@ class handwritten final {
     for (const auto& [k, v] : c.client())
       rd_kafka_conf_set(pc, k.c_str(), v.c_str(), err, sizeof err);
     rd_kafka_conf_set(pc, "partitioner", "murmur2_random", err, sizeof err);
-    rd_kafka_conf_set(pc, "transactional.id", cluster::fresh("bench.rpw.hand").c_str(), err,
-                      sizeof err);
-    rd_kafka_conf_set(pc, "transaction.timeout.ms", "60000", err, sizeof err);
+    if (mode_ == mode::exactly_once) {
+      rd_kafka_conf_set(pc, "transactional.id", cluster::fresh("bench.rpw.hand").c_str(), err,
+                        sizeof err);
+      rd_kafka_conf_set(pc, "transaction.timeout.ms", "60000", err, sizeof err);
+    } else {
+      rd_kafka_conf_set(pc, "enable.idempotence", "true", err, sizeof err);
+      rd_kafka_conf_set(pc, "acks", "all", err, sizeof err);
+      rd_kafka_conf_set_opaque(pc, this);
+      rd_kafka_conf_set_dr_msg_cb(pc, &handwritten::delivered);
+    }
     producer_ = rd_kafka_new(RD_KAFKA_PRODUCER, pc, err, sizeof err);
-    check(rd_kafka_init_transactions(producer_, 30000), "init_transactions");
+    if (mode_ == mode::exactly_once)
+      check(rd_kafka_init_transactions(producer_, 30000), "init_transactions");
     rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(topics, input_.c_str(), RD_KAFKA_PARTITION_UA);
     rd_kafka_subscribe(consumer_, topics);
@@ -202,7 +245,9 @@ class handwritten final {
     }
     if (got.empty())
       return 0;
-    check(rd_kafka_begin_transaction(producer_), "begin_transaction");
+    const bool txn = mode_ == mode::exactly_once;
+    if (txn)
+      check(rd_kafka_begin_transaction(producer_), "begin_transaction");
     for (rd_kafka_message_t* m : got) {
       order o{};
       std::memcpy(&o, m->payload, sizeof o);
@@ -225,11 +270,22 @@ class handwritten final {
     }
     rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(offsets, input_.c_str(), 0)->offset = got.back()->offset + 1;
-    rd_kafka_consumer_group_metadata_t* group = rd_kafka_consumer_group_metadata(consumer_);
-    check(rd_kafka_send_offsets_to_transaction(producer_, offsets, group, 30000), "send_offsets");
-    rd_kafka_consumer_group_metadata_destroy(group);
+    if (txn) {
+      rd_kafka_consumer_group_metadata_t* group = rd_kafka_consumer_group_metadata(consumer_);
+      check(rd_kafka_send_offsets_to_transaction(producer_, offsets, group, 30000), "send_offsets");
+      rd_kafka_consumer_group_metadata_destroy(group);
+      check(rd_kafka_commit_transaction(producer_, 30000), "commit_transaction");
+    } else {
+      if (rd_kafka_flush(producer_, 30000) != RD_KAFKA_RESP_ERR_NO_ERROR || failed_ != 0) {
+        std::fprintf(stderr, "flush: messages not acknowledged\n");
+        std::exit(2);
+      }
+      if (rd_kafka_commit(consumer_, offsets, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        std::fprintf(stderr, "commit: refused\n");
+        std::exit(2);
+      }
+    }
     rd_kafka_topic_partition_list_destroy(offsets);
-    check(rd_kafka_commit_transaction(producer_, 30000), "commit_transaction");
     const auto n = static_cast<std::int64_t>(got.size());
     for (rd_kafka_message_t* m : got)
       rd_kafka_message_destroy(m);
@@ -244,15 +300,26 @@ class handwritten final {
       rd_kafka_assign(rk, nullptr);
       return;
     }
-    // The claim: in a transaction of its own, where the committed offsets are read.
-    check(rd_kafka_begin_transaction(self->producer_), "begin_transaction (claim)");
+    // The claim: exactly once, in a transaction of its own, where the committed offsets are read.
+    const bool txn = self->mode_ == mode::exactly_once;
+    if (txn)
+      check(rd_kafka_begin_transaction(self->producer_), "begin_transaction (claim)");
     rd_kafka_committed(rk, partitions, 30000);
     for (int i = 0; i < partitions->cnt; ++i)
       if (partitions->elems[i].offset < 0)
         partitions->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
-    check(rd_kafka_commit_transaction(self->producer_, 30000), "commit_transaction (claim)");
+    if (txn)
+      check(rd_kafka_commit_transaction(self->producer_, 30000), "commit_transaction (claim)");
     rd_kafka_assign(rk, partitions);
   }
+
+  static void delivered(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+      ++static_cast<handwritten*>(opaque)->failed_;
+  }
+
+  mode mode_;
+  std::size_t failed_ = 0;
 
   std::string input_;
   std::string output_;
@@ -263,9 +330,9 @@ class handwritten final {
   std::vector<std::byte> value_;
 };
 
-run_result handwritten_run(const std::string& input, std::int64_t n, std::size_t batch) {
+run_result handwritten_run(mode m, const std::string& input, std::int64_t n, std::size_t batch) {
   run_result r{.output = shared_cluster().output()};
-  handwritten h(input, r.output, batch);
+  handwritten h(m, input, r.output, batch);
   std::int64_t done = 0;
   while (done == 0)
     done += h.unit();
@@ -323,51 +390,69 @@ struct case_def final {
 // Batch 1 is a transaction per record: fewer records keep a round short.
 constexpr case_def cases[] = {{1, 300}, {64, 6400}, {512, 25600}};
 
+const char* name_of(mode m) {
+  return m == mode::exactly_once ? "exactly once" : "at least once";
+}
+constexpr mode modes[] = {mode::exactly_once, mode::at_least_once};
+
 int verify() {
   bool ok = true;
-  for (const case_def& c : cases) {
-    const std::string input = shared_cluster().input(c.records);
-    const auto expected = read_topic(input);
-    const run_result p = pipeline_run(input, c.records, c.batch);
-    const run_result h = handwritten_run(input, c.records, c.batch);
-    const auto from_pipeline = read_topic(p.output);
-    const auto from_hand = read_topic(h.output);
-    // The same values, in input order, each once; keyed alike (the key is the order id).
-    bool same = from_pipeline.size() == expected.size() && from_pipeline == from_hand;
-    for (std::size_t i = 0; same && i < expected.size(); ++i)
-      same = from_pipeline[i].second == expected[i].second;
-    std::printf("batch %-4zu %zu messages from %lld records: %s\n", c.batch, from_pipeline.size(),
-                static_cast<long long>(c.records),
-                same ? "the same as the hand-written loop's" : "DIFFERENT");
-    ok = ok && same;
+  for (const mode m : modes) {
+    for (const case_def& c : cases) {
+      const std::string input = shared_cluster().input(c.records);
+      const auto expected = read_topic(input);
+      const run_result p = pipeline_run(m, input, c.records, c.batch);
+      const run_result h = handwritten_run(m, input, c.records, c.batch);
+      const auto from_pipeline = read_topic(p.output);
+      const auto from_hand = read_topic(h.output);
+      // The same values, in input order, each once; keyed alike (the key is the order id).
+      bool same = from_pipeline.size() == expected.size() && from_pipeline == from_hand;
+      for (std::size_t i = 0; same && i < expected.size(); ++i)
+        same = from_pipeline[i].second == expected[i].second;
+      std::printf("%-13s batch %-4zu %zu messages from %lld records: %s\n", name_of(m), c.batch,
+                  from_pipeline.size(), static_cast<long long>(c.records),
+                  same ? "the same as the hand-written loop's" : "DIFFERENT");
+      ok = ok && same;
+    }
   }
   return ok ? 0 : 1;
 }
 
 void compare(int rounds) {
-  std::printf("%-10s %16s %16s %12s  %s\n", "case", "pipeline us/rec", "hand us/rec", "ratio (h/p)",
-              "target (>= 0.9)");
-  for (const case_def& c : cases) {
-    const std::string input = shared_cluster().input(c.records);
-    std::vector<double> pipeline_us, hand_us, ratio;
-    for (int r = 0; r < rounds; ++r) {
-      run_result p, h;
-      if (r % 2 == 0) {
-        p = pipeline_run(input, c.records, c.batch);
-        h = handwritten_run(input, c.records, c.batch);
-      } else {
-        h = handwritten_run(input, c.records, c.batch);
-        p = pipeline_run(input, c.records, c.batch);
+  std::printf("%-13s %-10s %16s %16s %12s  %s\n", "", "case", "pipeline us/rec", "hand us/rec",
+              "ratio (h/p)", "target (>= 0.9)");
+  std::vector<double> exact_us;  // the transactional pipeline's, per case: the cost of exactness
+  for (const mode m : modes) {
+    std::size_t i = 0;
+    for (const case_def& c : cases) {
+      const std::string input = shared_cluster().input(c.records);
+      std::vector<double> pipeline_us, hand_us, ratio;
+      for (int r = 0; r < rounds; ++r) {
+        run_result p, h;
+        if (r % 2 == 0) {
+          p = pipeline_run(m, input, c.records, c.batch);
+          h = handwritten_run(m, input, c.records, c.batch);
+        } else {
+          h = handwritten_run(m, input, c.records, c.batch);
+          p = pipeline_run(m, input, c.records, c.batch);
+        }
+        const double pu = p.seconds * 1e6 / static_cast<double>(p.timed_records);
+        const double hu = h.seconds * 1e6 / static_cast<double>(h.timed_records);
+        pipeline_us.push_back(pu);
+        hand_us.push_back(hu);
+        ratio.push_back(hu / pu);
       }
-      const double pu = p.seconds * 1e6 / static_cast<double>(p.timed_records);
-      const double hu = h.seconds * 1e6 / static_cast<double>(h.timed_records);
-      pipeline_us.push_back(pu);
-      hand_us.push_back(hu);
-      ratio.push_back(hu / pu);
+      const double md = median(ratio);
+      const double pu = median(pipeline_us);
+      std::printf("%-13s batch %-4zu %16.2f %16.2f %12.3f  %s", name_of(m), c.batch, pu,
+                  median(hand_us), md, md >= 0.9 ? "met" : "MISSED");
+      if (m == mode::exactly_once)
+        exact_us.push_back(pu);
+      else
+        std::printf("   cost of exactness %.2fx", exact_us[i] / pu);
+      std::printf("\n");
+      ++i;
     }
-    const double m = median(ratio);
-    std::printf("batch %-4zu %16.2f %16.2f %12.3f  %s\n", c.batch, median(pipeline_us),
-                median(hand_us), m, m >= 0.9 ? "met" : "MISSED");
   }
 }
 

@@ -68,7 +68,7 @@ using sink_sets =
               sink_set<co::Idempotent, co::OffsetGuarded>,
               sink_set<co::Idempotent, co::OffsetGuarded, co::Transactional>,
               sink_set<co::Transactional>, sink_set<co::AppendOnly, co::Transactional>,
-              sink_set<co::Idempotent, co::Transactional>,
+              sink_set<co::AppendOnly, co::Emits>, sink_set<co::Idempotent, co::Transactional>,
               sink_set<co::Idempotent, co::OffsetGuarded, co::Transactional, co::Ledger>,
               sink_set<co::SideEffecting>>;
 

@@ -37,6 +37,20 @@ struct OffsetGuarded final {
 struct AppendOnly final {
   static constexpr std::string_view name = "AppendOnly";
 };
+/// The sink is a stream that another consumer reads (a topic): a replay appends a copy that its
+/// readers see, at a new offset. Declared, the copies are the next hop's to absorb, by a key or
+/// a version carried from the event (an offset guard cannot: each copy has an offset of its
+/// own), and R3 accepts the sink under a replaying policy, whose guarantee stays MayDuplicate.
+struct Emits final {
+  static constexpr std::string_view name = "Emits";
+};
+/// The sink's rows are durable only once its flush() returns (a producer waiting for its
+/// acknowledgements): the pipeline calls flush() at the end of each unit's write step. Declared,
+/// a sink or a wrapper restating the capabilities without a flush() the loop can call is
+/// refused (S30), as is an executor (R20).
+struct Flushed final {
+  static constexpr std::string_view name = "Flushed";
+};
 /// Multi-row transactions that can also store and load the consumer's position.
 struct Transactional final {
   static constexpr std::string_view name = "Transactional";

@@ -160,6 +160,24 @@ template <class S>
 concept sink = detail::declares_row_type<S> &&
     (detail::applies_const_row<S> || detail::applies_const_partitioned_row<S>);
 
+/// A sink whose apply() hands a row over and whose flush() returns once every row handed over
+/// since the last flush is durable at the sink's declared level, or throws (a producer waiting
+/// for its acknowledgements). The pipeline calls flush() at the end of each unit's write step
+/// outside a sink transaction, before the position may pass the unit's rows.
+template <class S>
+concept flushing_sink = sink<S> && requires(S& s) {
+  s.flush();
+};
+
+namespace detail {
+/// S has a public member named flush, whatever its shape (not an overload set or a template):
+/// rule S30 refuses one the loop cannot call as flush().
+template <class S>
+concept names_flush = requires {
+  &S::flush;
+};
+}  // namespace detail
+
 /// The row type a sink accepts.
 template <sink S>
 using sink_row_t = typename S::row_type;

@@ -126,7 +126,7 @@ class pipeline final
     // failed), and code that uses its members adds no error to the rule's.
     // BEGIN GENERATED RULE CHECKS
     // clang-format off
-    static_assert(rules::registry_fingerprint == 0xfac111fe56b02d29ULL,
+    static_assert(rules::registry_fingerprint == 0x0a4c359bb1696ca6ULL,
                   "commit_order: the rule checks in pipeline.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
     static_assert(!std::is_same_v<verdict, rules::unknown_option>,
                   "commit_order S0: unknown or repeated pipeline option -- each of with_store, with_clock, with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and with_executor may be given once");
@@ -148,6 +148,8 @@ class pipeline final
                   "commit_order S4: the transform must be a stateless, default-constructible function object taking the event -- e.g. a captureless lambda");
     static_assert(!std::is_same_v<verdict, rules::row_mismatch>,
                   "commit_order S5: the sink's row_type cannot be built from the source's events -- make the sink accept the event type, or map it with_transform<F>");
+    static_assert(!std::is_same_v<verdict, rules::flush_not_callable>,
+                  "commit_order S30: the sink declares Flushed or has a flush member, and the pipeline cannot call flush() -- declare void flush() (durable on return, or throw), and forward it from a wrapper: a flush the loop skips lets the position pass rows still in flight");
     static_assert(!std::is_same_v<verdict, rules::undeclared_capabilities>,
                   "commit_order S6: the sink declares no capabilities -- add `using capabilities = commit_order::capabilities<...>;` or specialise capability_traits");
     static_assert(!std::is_same_v<verdict, rules::sink_durability_undeclared>,
@@ -226,6 +228,8 @@ class pipeline final
                   "commit_order R12: the dead-letter sink is less durable than the sink -- the position passes a record only once it is written durably somewhere");
     static_assert(!std::is_same_v<verdict, rules::executor_needs_concurrent_sink>,
                   "commit_order R13: writes handed to an executor run on several threads and the sink does not declare Concurrent -- make apply thread-safe and declare it, or drop with_executor");
+    static_assert(!std::is_same_v<verdict, rules::executor_needs_durable_apply>,
+                  "commit_order R20: this sink makes rows durable only at flush(), and an executor's tracker would commit past rows apply() handed over but did not make durable -- drop with_executor");
     static_assert(!std::is_same_v<verdict, rules::executor_splits_transaction>,
                   "commit_order R14: a sink transaction belongs to one thread and cannot span writes handed to an executor -- use AtLeastOnce with a tracker, or write on the pipeline's thread");
     static_assert(!std::is_same_v<verdict, rules::out_of_order_needs_offset_guard>,

@@ -63,6 +63,12 @@ struct configuration final {
 };
 
 namespace detail {
+/// The sink says its rows are durable only at flush(): it declares Flushed, or has a public
+/// member named flush, or is a flushing_sink.
+template <class S>
+inline constexpr bool flush_declared =
+    has_capability_v<S, Flushed> || commit_order::detail::names_flush<S> || flushing_sink<S>;
+
 // Can the transform turn the source's event into the sink's row? Evaluated lazily, so a
 // transform that cannot be called yields a verdict instead of a hard error.
 template <class C>
@@ -244,6 +250,23 @@ struct not_a_sink final {
   static constexpr std::string_view prevents = "a loop with nowhere to write";
   template <class C>
   static constexpr bool violated = !sink<typename C::sink_type>;
+};
+
+/// S30 — a sink that declares Flushed, or has a public member named flush, that the loop
+/// cannot call as flush() (none, another parameter list, a ref-qualifier, a data member): the
+/// sink would not be a flushing_sink, and the position would pass rows it had only handed
+/// over. A wrapper that restates a Flushed sink's capabilities must forward flush(). A private
+/// flush is the sink's own.
+struct flush_not_callable final {
+  static constexpr std::string_view id = "S30";
+  static constexpr std::string_view message =
+      "commit_order S30: the sink declares Flushed or has a flush member, and the pipeline cannot "
+      "call flush() -- declare void flush() (durable on return, or throw), and forward it from a "
+      "wrapper: a flush the loop skips lets the position pass rows still in flight";
+  static constexpr std::string_view prevents = "a position past rows still in a send buffer";
+  template <class C>
+  static constexpr bool violated =
+      detail::flush_declared<typename C::sink_type> && !flushing_sink<typename C::sink_type>;
 };
 
 struct bad_transform final {
@@ -501,7 +524,9 @@ struct auto_commit_makes_order_lossy final {
                                    guarantee_t<typename C::policy_type>::may_lose;
 };
 
-/// R3 — the ordered duplicate: replays become duplicate rows.
+/// R3 — the ordered duplicate: replays become duplicate rows. A sink that Emits (a stream the
+/// next hop reads) is not the end of the records: its copies are the next hop's to absorb, and
+/// the pipeline's guarantee says it may duplicate.
 struct replay_needs_idempotent_sink final {
   static constexpr std::string_view id = "R3";
   static constexpr std::string_view message =
@@ -511,7 +536,8 @@ struct replay_needs_idempotent_sink final {
   template <class C>
   static constexpr bool violated = guarantee_t<typename C::policy_type>::may_duplicate &&
                                    !has_capability_v<typename C::sink_type, Idempotent> &&
-                                   !has_capability_v<typename C::sink_type, DuplicatesHarmless>;
+                                   !has_capability_v<typename C::sink_type, DuplicatesHarmless> &&
+                                   !has_capability_v<typename C::sink_type, Emits>;
 };
 
 /// R4 — the position cannot fold into a sink without multi-row transactions.
@@ -681,6 +707,19 @@ struct executor_needs_concurrent_sink final {
       C::has_executor && !has_capability_v<typename C::sink_type, Concurrent>;
 };
 
+/// R20 — a sink that makes its rows durable at flush() (a producer's acknowledgements): the
+/// pipeline flushes at the end of each unit's write step, and an executor's tracker would commit
+/// the positions of rows apply() returned from, handed over but maybe not yet durable.
+struct executor_needs_durable_apply final {
+  static constexpr std::string_view id = "R20";
+  static constexpr std::string_view message =
+      "commit_order R20: this sink makes rows durable only at flush(), and an executor's tracker "
+      "would commit past rows apply() handed over but did not make durable -- drop with_executor";
+  static constexpr std::string_view prevents = "a position past rows still in a send buffer";
+  template <class C>
+  static constexpr bool violated = C::has_executor&& detail::flush_declared<typename C::sink_type>;
+};
+
 /// R14 — a transaction is one connection's: writes spread over threads cannot share it.
 struct executor_splits_transaction final {
   static constexpr std::string_view id = "R14";
@@ -713,6 +752,8 @@ struct out_of_order_needs_offset_guard final {
 /// commit whose outcome is unknown (outcome_unknown) is never retried, the pipeline stops and
 /// recovery reads where the unit ended. Handed to an executor, a Transactional sink's writes
 /// run outside any transaction (R14 keeps the policy's out), so its exemption does not hold.
+/// A sink that Emits under a policy that already says it may duplicate adds a copy the type
+/// declares, for the next hop to absorb; under AtMostOnce the copy would be undeclared.
 struct retry_needs_idempotent_sink final {
   static constexpr std::string_view id = "R16";
   static constexpr std::string_view message =
@@ -727,7 +768,9 @@ struct retry_needs_idempotent_sink final {
       !policy_facts_v<typename C::policy_type>.uses_transaction &&
       !(has_capability_v<typename C::sink_type, Transactional> && !C::has_executor) &&
       !has_capability_v<typename C::sink_type, Idempotent> &&
-      !has_capability_v<typename C::sink_type, DuplicatesHarmless>;
+      !has_capability_v<typename C::sink_type, DuplicatesHarmless> &&
+      !(has_capability_v<typename C::sink_type, Emits> &&
+        guarantee_t<typename C::policy_type>::may_duplicate);
 };
 
 /// R17 — offsets of different partitions are not comparable: a guard on source offsets alone
@@ -839,19 +882,19 @@ struct rule_list final {
 using all_rules = rule_list<
     unknown_option, not_a_trigger, not_a_policy, malformed_step_order, not_a_source,
     source_durability_undeclared, apply_takes_mutable_row, not_a_sink, bad_transform, row_mismatch,
-    undeclared_capabilities, sink_durability_undeclared, restated_capabilities, append_only_upsert,
-    keyless_idempotency, transactional_shape, transactional_position_shape, load_position_type,
-    not_a_position_store, store_durability_undeclared, bad_error_handling, not_dead_letters,
-    not_an_executor, unused_dead_letters, unused_store, unused_clock, bad_clock, bad_fault_injector,
-    observer_hook_mismatch, partition_scoped_apply, source_policy_mismatch,
+    flush_not_callable, undeclared_capabilities, sink_durability_undeclared, restated_capabilities,
+    append_only_upsert, keyless_idempotency, transactional_shape, transactional_position_shape,
+    load_position_type, not_a_position_store, store_durability_undeclared, bad_error_handling,
+    not_dead_letters, not_an_executor, unused_dead_letters, unused_store, unused_clock, bad_clock,
+    bad_fault_injector, observer_hook_mismatch, partition_scoped_apply, source_policy_mismatch,
     side_effects_need_outbox, key_must_derive_from_event, auto_commit_makes_order_lossy,
     auto_commit_needs_idempotent_sink, replay_needs_idempotent_sink,
     position_needs_transactional_sink, transactional_position_needs_offset_guard,
     offset_guard_needs_partition, ledger_must_not_lose, position_store_missing,
     positions_per_partition, group_needs_fencing_sink, sink_less_durable_than_store,
     store_less_durable_than_sink, source_less_durable_than_position, dead_letters_missing,
-    dead_letters_less_durable, executor_needs_concurrent_sink, executor_splits_transaction,
-    out_of_order_needs_offset_guard, retry_needs_idempotent_sink>;
+    dead_letters_less_durable, executor_needs_concurrent_sink, executor_needs_durable_apply,
+    executor_splits_transaction, out_of_order_needs_offset_guard, retry_needs_idempotent_sink>;
 
 namespace detail {
 // Each predicate is only instantiated once every rule before it has passed.

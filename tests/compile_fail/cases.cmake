@@ -52,10 +52,16 @@ compile_fail_case(r14_executor_splits_transaction R14
   "commit_order R14: a sink transaction belongs to one thread")
 compile_fail_case(r15_out_of_order_needs_offset_guard R15
   "commit_order R15: writes handed to an executor land out of order")
+compile_fail_case(r20_executor_flushing_sink R20
+  "commit_order R20: this sink makes rows durable only at flush()")
 compile_fail_case(r16_retry_needs_idempotent_sink R16
   "commit_order R16: retrying a write outside a transaction can apply it twice")
 compile_fail_case(r16_world_retry_needs_idempotent_sink R16
   "commit_order R16: retrying a write outside a transaction can apply it twice")
+compile_fail_case(s30_flush_not_callable S30
+  "commit_order S30: the sink declares Flushed or has a flush member, and the pipeline cannot")
+compile_fail_case(s30_wrapper_drops_flush S30
+  "commit_order S30: the sink declares Flushed or has a flush member, and the pipeline cannot")
 compile_fail_case(s1_not_a_policy S1
   "commit_order S1: Policy is not a policy")
 compile_fail_case(s2_not_a_source S2

@@ -21,11 +21,13 @@
 #include <commit_order/adapters/sqlite.hpp>
 
 #include "support.hpp"
+#include "support/crash_after.hpp"
 #include "support/lab/orders.hpp"
 #include "support/scratch.hpp"
 
 using namespace kafka_test;
 namespace sq = commit_order::sqlite;
+using test_support::crash_after;
 
 namespace {
 
@@ -70,16 +72,6 @@ template <class Table>
   t.store_position(k, p);
   t.commit();
 }
-
-/// Crashes the pipeline right after step `step` of unit `unit` (0-based), as a kill would.
-struct crash_after final {
-  co::step_kind step = co::step_kind::poll;
-  std::size_t unit = static_cast<std::size_t>(-1);
-  void at(const co::fault_point& p) {
-    if (p.where == co::fault_point::kind::after_step && p.step == step && p.unit == unit)
-      throw co::injected_crash{p};
-  }
-};
 
 }  // namespace
 

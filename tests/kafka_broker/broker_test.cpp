@@ -38,6 +38,7 @@
 #include <commit_order/adapters/sqlite.hpp>
 #include <commit_order/commit_order.hpp>
 
+#include "support/crash_after.hpp"
 #include "support/lab/orders.hpp"
 #include "support/lab/pg_server.hpp"
 #include "support/scratch.hpp"
@@ -52,6 +53,7 @@ namespace cj = commit_order::json;
 using namespace std::chrono_literals;
 using crash_lab::order_event;
 using crash_lab::orders_flat;
+using test_support::crash_after;
 using sink_t = sq::guarded_upsert_sink<orders_flat>;
 using policy_t = co::TransactionalPosition<>;
 using group_t = kf::group_source<order_event, policy_t>;
@@ -2021,4 +2023,67 @@ TEST_CASE("kafka::transactional_sink: a member the group replaced is refused, re
   CHECK(sorted(seen) == ids_of(sent));
   CHECK(in_input_order(seen));
   a.close();
+}
+
+namespace {
+
+using alo_sink_t = kf::topic_sink<order_event, out_layout>;
+using alo_pipeline_t =
+    co::pipeline<al_source, alo_sink_t, al_policy, co::with_store<kf::offset_store>>;
+
+}  // namespace
+
+TEST_CASE("kafka::topic_sink: a crash before the position appends one duplicate run, loses none") {
+  broker b;
+  const std::string input = unique("alo-in");
+  const std::string output = unique("alo-out");
+  const std::string group = unique("alo-group");
+  b.create_topic(input, 2);
+  b.create_topic(output, 1);
+  const auto sent = produce(b, input, 40, 0);
+  const kf::topic_sink_options options{.config = b.client_config()};
+  std::size_t first_run = 0;
+  {
+    al_source source(b.consumer(input, group));
+    kf::offset_store store(source);
+    alo_sink_t sink(out_layout(output), options);
+    co::pipeline<al_source, alo_sink_t, al_policy, co::with_store<kf::offset_store>,
+                 co::with_faults<crash_after>>
+        p(source, sink, store, co::settings{.batch_size = 16});
+    // After the third unit's write, which the brokers acknowledged, before its position.
+    p.faults() = crash_after{co::step_kind::write, 2};
+    std::size_t applied = 0;
+    REQUIRE(until_thrown<co::injected_crash>(p, applied));
+    first_run = sink.acknowledged();
+    CHECK(sink.failed_deliveries() == 0);
+    source.close();
+  }
+  {
+    al_source source(b.consumer(input, group));
+    kf::offset_store store(source);
+    alo_sink_t sink(out_layout(output), options);
+    alo_pipeline_t p(source, sink, store, co::settings{.batch_size = 16});
+    pump_until(p, "both committed offsets at 40", [&] {
+      return store.load(p0) == co::position{40} && store.load(p1) == co::position{40};
+    });
+    source.close();
+  }
+  const std::vector<std::int64_t> seen = read_all(b, output, "read_committed");
+  // Every input at least once; the extra messages are the crashed unit's, written again.
+  std::map<std::int64_t, int> copies;
+  for (const std::int64_t id : seen)
+    ++copies[id];
+  for (const std::int64_t id : ids_of(sent))
+    CHECK(copies[id] >= 1);
+  const std::size_t duplicated = seen.size() - 80;
+  MESSAGE(first_run << " messages before the crash; " << seen.size() << " in the output for 80 "
+                    << "records: " << duplicated << " written twice");
+  CHECK(duplicated >= 1);
+  CHECK(duplicated <= 16);  // one unit
+  std::size_t twice = 0;
+  for (const auto& [id, n] : copies) {
+    CHECK(n <= 2);
+    twice += n == 2 ? 1 : 0;
+  }
+  CHECK(twice == duplicated);
 }

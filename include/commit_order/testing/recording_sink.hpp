@@ -10,7 +10,8 @@
 // (`apply(partition, offset, row)`, `load_position(partition)`, ...): never both, so the
 // pipeline takes the calls a user's pipeline over that source takes. On the way it keeps a
 // journal: per record, how many times a write of it became durable (on return outside a
-// transaction; at commit inside one; never if rolled back), and how many of those the offset
+// transaction, or at the flush of a flushing sink; at commit inside one; never if rolled back
+// or if the flush failed), and how many of those the offset
 // guard absorbed. It can also fail chosen records a chosen number of times before they reach
 // the sink — a record's failure, for the random schedules' error handling.
 #pragma once
@@ -150,6 +151,22 @@ class recording_sink {
     changed();
   }
 
+  /// A sink whose rows are durable at flush(): its writes are journalled then, as a
+  /// transaction's are at commit; a flush that throws delivered none of them.
+  void flush() requires flushing_sink<Sink> {
+    try {
+      inner_->flush();
+    } catch (...) {
+      staged_.clear();
+      throw;
+    }
+    for (const staged& s : staged_)
+      journal_->deliver_record(s.record, s.out, outcome_known);
+    if (!staged_.empty())
+      changed();
+    staged_.clear();
+  }
+
   // ---- the single-partition forms ----------------------------------------------------------
   // Partition 0's, as the pipeline reaches a sink of a single-partition source (a sink that
   // keeps a position per partition keeps partition 0's).
@@ -260,7 +277,7 @@ class recording_sink {
     }
     if (journal_->on_applied)
       journal_->on_applied(i);
-    if (in_tx_) {
+    if (in_tx_ || flushing_sink<Sink>) {
       staged_.push_back(staged{i, out});
     } else {
       journal_->deliver_record(i, out, outcome_known);

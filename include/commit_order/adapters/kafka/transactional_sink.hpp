@@ -38,6 +38,7 @@
 #include "commit_order/adapters/kafka/detail/client.hpp"
 #include "commit_order/adapters/kafka/detail/consumer_core.hpp"
 #include "commit_order/adapters/kafka/errors.hpp"
+#include "commit_order/adapters/kafka/layout.hpp"
 #include "commit_order/adapters/kafka/options.hpp"
 #include "commit_order/adapters/kafka/source.hpp"
 #include "commit_order/capabilities.hpp"
@@ -67,85 +68,13 @@ struct producer_options final {
   std::chrono::milliseconds request_timeout{30000};
 };
 
-/// One message header a layout adds.
-struct header_out final {
-  std::string name;
-  std::vector<std::byte> value;
-};
-
-/// L maps a row to the message it becomes, by const members: `topic(row)`, convertible to
-/// std::string_view, and `value(row, out)`, which appends the value's bytes to a
-/// std::vector<std::byte>. Optional: `key(row, out)`, the key's bytes (a layout with a key
-/// member always sends a key, empty bytes included; one without sends none, null), and
-/// `headers(row, out)`, which appends kafka::header_out{name, value} to a
-/// std::vector<header_out>. The output partition is the partitioner's, by key (murmur2_random
-/// unless the config names another: where Java's producers put the same key).
-template <class L, class Row>
-concept layout = requires(const L& l, const Row& r, std::vector<std::byte>& out) {
-  { l.topic(r) } -> std::convertible_to<std::string_view>;
-  l.value(r, out);
-};
-
 namespace detail {
-template <class L, class Row>
-concept layout_with_key = requires(const L& l, const Row& r, std::vector<std::byte>& out) {
-  l.key(r, out);
-};
-template <class L, class Row>
-concept layout_with_headers = requires(const L& l, const Row& r, std::vector<header_out>& out) {
-  l.headers(r, out);
-};
-// A member named key or headers, whatever its shape (not an overload set or a template).
-template <class L>
-concept names_key = requires {
-  &L::key;
-};
-template <class L>
-concept names_headers = requires {
-  &L::headers;
-};
-/// L's key and headers, where it names them, have the shape the sink calls: a near miss (not
-/// const, another parameter type) would otherwise be skipped without a word.
-template <class L, class Row>
-concept key_called = !names_key<L> || layout_with_key<L, Row>;
-template <class L, class Row>
-concept headers_called = !names_headers<L> || layout_with_headers<L, Row>;
-template <class L, class Row>
-concept layout_members_called = key_called<L, Row> && headers_called<L, Row>;
-
-/// The class and the type of a data member, from a pointer to it.
-template <auto Member>
-using member_owner_t = typename adapters::detail::member_pointer_traits<decltype(Member)>::owner;
-template <auto Member>
-using member_type_t = typename adapters::detail::member_pointer_traits<decltype(Member)>::value;
-
 /// Source is a group_source: its member's group metadata is what the coordinator checks.
 template <class Source>
 struct is_group_source : std::false_type {};
 template <class Event, class Policy, class Codec>
 struct is_group_source<group_source<Event, Policy, Codec>> : std::true_type {};
 }  // namespace detail
-
-/// Every row to one topic, keyed by a member of the row (the key's bytes by KeyCodec, the value's
-/// by ValueCodec). `keyed_layout<&order::order_id>` keys each order by its id, in the format
-/// Java's LongSerializer writes, and copies the row's bytes as its value.
-template <auto Member, class ValueCodec = trivial_codec<detail::member_owner_t<Member>>,
-          class KeyCodec = big_endian_codec<detail::member_type_t<Member>>>
-class keyed_layout final {
- public:
-  using row_type = detail::member_owner_t<Member>;
-
-  explicit keyed_layout(std::string topic) : topic_(std::move(topic)) {}
-
-  [[nodiscard]] std::string_view topic(const row_type&) const noexcept { return topic_; }
-  void key(const row_type& r, std::vector<std::byte>& out) const {
-    KeyCodec::encode(r.*Member, out);
-  }
-  void value(const row_type& r, std::vector<std::byte>& out) const { ValueCodec::encode(r, out); }
-
- private:
-  std::string topic_;
-};
 
 /// A Kafka topic written in producer transactions that carry the consuming group's offsets.
 template <class Row, class Layout, class Source>
@@ -172,7 +101,7 @@ class transactional_sink final {
   transactional_sink(Source& source, Layout layout, producer_options options)
       : source_(&source)
       , client_(client_of(source))
-      , layout_(std::move(layout))
+      , writer_(std::move(layout))
       , options_(std::move(options)) {
     if (client_ == nullptr)
       return;  // refused by KF8: its message is the one error
@@ -186,22 +115,6 @@ class transactional_sink final {
           "transaction.timeout.ms)");
     if (options_.transaction_timeout <= std::chrono::milliseconds{0})
       refuse("producer_options.transaction_timeout must be positive");
-    for (const char* owned : {"transactional.id", "transaction.timeout.ms"})
-      if (options_.config.contains(owned))
-        refuse(std::string(owned) +
-               " is set in producer_options.config: it is the sink's -- "
-               "set producer_options.transactional_id and "
-               "transaction_timeout instead");
-    if (const auto it = options_.config.find("enable.idempotence"); it != options_.config.end())
-      if (const auto b = detail::as_bool(it->second); !b || !*b)
-        refuse("enable.idempotence=" + it->second +
-               " is refused: a transactional producer is idempotent -- remove the property");
-    for (const char* acks : {"acks", "request.required.acks"})
-      if (const auto it = options_.config.find(acks); it != options_.config.end())
-        if (it->second != "all" && it->second != "-1")
-          refuse(std::string(acks) + "=" + it->second +
-                 " is refused: a transaction commits only what every in-sync replica has "
-                 "(acks=all) -- remove the property");
     create_producer();
     check_same_cluster();
   }
@@ -387,49 +300,8 @@ class transactional_sink final {
   /// Produces the message `row` (of record `o` of input partition `k`) becomes, inside the
   /// open transaction.
   void produce(partition_id k, offset o, const Row& row) {
-    value_.clear();
-    layout_.value(row, value_);
-    topic_ = layout_.topic(row);
-    std::vector<rd_kafka_vu_t>& vu = vu_;
-    vu.resize(3);
-    vu[0].vtype = RD_KAFKA_VTYPE_TOPIC;
-    vu[0].u.cstr = topic_.c_str();
-    vu[1].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
-    vu[1].u.i = RD_KAFKA_MSG_F_COPY;
-    vu[2].vtype = RD_KAFKA_VTYPE_VALUE;
-    vu[2].u.mem.ptr = not_null(value_);
-    vu[2].u.mem.size = value_.size();
-    if constexpr (detail::layout_with_key<Layout, Row>) {
-      // A key, empty bytes included: librdkafka takes a null pointer for no key.
-      key_.clear();
-      layout_.key(row, key_);
-      rd_kafka_vu_t& u = vu.emplace_back();
-      u.vtype = RD_KAFKA_VTYPE_KEY;
-      u.u.mem.ptr = not_null(key_);
-      u.u.mem.size = key_.size();
-    }
-    if constexpr (detail::layout_with_headers<Layout, Row>) {
-      headers_.clear();
-      layout_.headers(row, headers_);
-      for (const header_out& h : headers_) {
-        rd_kafka_vu_t& u = vu.emplace_back();
-        u.vtype = RD_KAFKA_VTYPE_HEADER;
-        u.u.header.name = h.name.c_str();
-        u.u.header.val = not_null(h.value);
-        u.u.header.size = static_cast<ssize_t>(h.value.size());
-      }
-    }
-    for (;;) {
-      detail::error_ptr e{rd_kafka_produceva(rk_.get(), vu.data(), vu.size())};
-      if (!e)
-        break;
-      const rd_kafka_resp_err_t code = rd_kafka_error_code(e.get());
-      if (code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
-        throw message_refused(k, o, code, rd_kafka_error_string(e.get()));
-      if (code != RD_KAFKA_RESP_ERR__QUEUE_FULL)
-        fail("producing to " + topic_, std::move(e));
-      rd_kafka_poll(rk_.get(), 10);  // the local queue is full: let deliveries drain it
-    }
+    if (detail::error_ptr e = writer_.produce(rk_.get(), k, o, row))
+      fail("producing to " + writer_.topic(), std::move(e));
     ++produced_;
   }
 
@@ -478,25 +350,16 @@ class transactional_sink final {
              "group -- write the output to the source's cluster");
   }
 
-  static void* not_null(const std::vector<std::byte>& b) noexcept {
-    static std::byte none{};
-    return b.empty() ? &none : const_cast<std::byte*>(b.data());
-  }
-
   void create_producer() {
     char err[512];
-    detail::conf_ptr conf(rd_kafka_conf_new());
-    const auto set = [&](const std::string& key, const std::string& value) {
-      if (rd_kafka_conf_set(conf.get(), key.c_str(), value.c_str(), err, sizeof err) !=
-          RD_KAFKA_CONF_OK)
-        refuse(key + "=" + value + ": " + err);
-    };
-    for (const auto& [key, value] : options_.config)
-      set(key, value);
-    if (!options_.config.contains("partitioner"))
-      set("partitioner", "murmur2_random");
-    set("transactional.id", options_.transactional_id);
-    set("transaction.timeout.ms", std::to_string(options_.transaction_timeout.count()));
+    detail::conf_ptr conf = detail::producer_conf(
+        options_.config,
+        {{"transactional.id", detail::conf_scope::global, options_.transactional_id,
+          "it is the sink's: set producer_options.transactional_id"},
+         {"transaction.timeout.ms", detail::conf_scope::global,
+          std::to_string(options_.transaction_timeout.count()),
+          "it is the sink's: set producer_options.transaction_timeout"}},
+        "producer_options.config");
     // No delivery callback: a message the brokers did not take fails the commit, which aborts.
     rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), err, sizeof err);
     if (rk == nullptr)
@@ -595,15 +458,10 @@ class transactional_sink final {
 
   Source* source_;
   detail::client_core* client_;
-  Layout layout_;
+  detail::message_writer<Row, Layout> writer_;
   producer_options options_;
   detail::handle_ptr rk_;
   std::vector<start_at> staged_;
-  std::vector<std::byte> key_;
-  std::vector<std::byte> value_;
-  std::vector<header_out> headers_;
-  std::vector<rd_kafka_vu_t> vu_;
-  std::string topic_;
   std::exception_ptr dead_;  // why the producer may not be used again
   clock::time_point unit_began_{};
   bool in_transaction_ = false;

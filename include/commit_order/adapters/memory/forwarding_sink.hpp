@@ -6,7 +6,8 @@
 // key types, the same capabilities, and every member the pipeline calls that the wrapped sink
 // has — and none that it lacks. A wrapper that passes on `Transactional` but not begin() is
 // refused by rule S7 with a message that blames its user; one that drops applied_watermark()
-// silently skips recovery's invariant check; one that drops claim() stops fencing.
+// silently skips recovery's invariant check; one that drops claim() stops fencing, and one that
+// drops flush() commits positions past rows still in flight.
 //
 //   template <class Inner>
 //   struct counting_sink : commit_order::memory::forwarding_sink<Inner&> {
@@ -195,6 +196,12 @@ class forwarding_sink : public detail::forwarded_key<std::remove_reference_t<Inn
   decltype(auto) apply(partition_id k, offset o, const row_type& row) requires
       commit_order::detail::applies_const_partitioned_row<sink_type> {
     return guard_([&]() -> decltype(auto) { return inner_.apply(k, o, row); });
+  }
+
+  /// Rows durable only at flush() (flushing_sink): a wrapper that dropped it would let the
+  /// position pass rows still in flight.
+  void flush() requires flushing_sink<sink_type> {
+    guard_([&] { inner_.flush(); });
   }
 
   // ---- transactions and the position (what transactional_sink and fencing_sink call) -----

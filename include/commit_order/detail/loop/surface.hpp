@@ -85,6 +85,7 @@ class pipeline_impl {
   static constexpr bool auto_commit = traits::auto_commit;
   static constexpr bool implicit_tx = traits::implicit_tx;
   static constexpr bool tx_unit = traits::tx_unit;
+  static constexpr bool flushed_writes = traits::flushed_writes;
   static constexpr bool partitioned = traits::partitioned;
   static constexpr bool group = traits::group;
   static constexpr bool fencing = traits::fencing;
@@ -425,6 +426,7 @@ class pipeline_impl {
   template <class It>
   [[gnu::cold]] void write_before(It first, It last, record_ref bad);
   void roll_back_after_failure();
+  void forget_unflushed() noexcept;
   template <class F>
   void in_transaction_of_its_own(F&& work);
   template <class E>

@@ -74,6 +74,9 @@ struct loop_traits final {
       !facts.uses_transaction && !async && has_capability_v<sink_type, Transactional>;
   /// The unit's writes are one transaction: a failure rolls all of them back.
   static constexpr bool tx_unit = facts.uses_transaction || implicit_tx;
+  /// The sink's rows are durable once flush() returns, which ends each unit's write step (and
+  /// precedes the commit of a failed unit's prefix). Inside a sink transaction its commit does.
+  static constexpr bool flushed_writes = flushing_sink<sink_type> && !tx_unit;
   /// Positions are kept per partition: the source is partitioned (a single-partition source
   /// is partition 0, with no per-partition bookkeeping at all).
   static constexpr bool partitioned = partitioned_source<source_type>;

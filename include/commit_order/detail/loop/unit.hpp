@@ -134,6 +134,7 @@ inline void pipeline_impl<Config>::process_unit(It first, It last, std::size_t c
         const bool in_place = std::exchange(failure.world_spent, false);
         if (!failure.record && !in_place && world_may_pass(e) &&
             world_tries < traits::world_retries) {
+          forget_unflushed();
           wait_for_world(++world_tries);
           continue;
         }
@@ -147,8 +148,10 @@ inline void pipeline_impl<Config>::process_unit(It first, It last, std::size_t c
         failure.record.reset();
       if (!failure.record)
         failure.record = deferred_failure(first, last, e);
-      if (!failure.record)
+      if (!failure.record) {
+        forget_unflushed();
         throw;
+      }
       const record_ref bad = *std::exchange(failure.record, std::nullopt);
       if constexpr (unit_retries) {
         auto used = std::find_if(retries_used.begin(), retries_used.end(),
@@ -218,6 +221,8 @@ inline void pipeline_impl<Config>::give_up(It first, It last, record_ref bad,
         if (parts_.entry(s.partition).committed < s.at)
           covered.push_back(s);
       try {
+        if constexpr (flushed_writes)
+          sink_.sink().flush();  // the prefix's rows were handed over, and are durable only now
         if (!covered.empty())
           commit_positions(first, prefix_end, std::span<const start_at>(covered));
       } catch (const std::exception& x) {
@@ -234,6 +239,13 @@ inline void pipeline_impl<Config>::give_up(It first, It last, record_ref bad,
     // the failed record: the records before it are written again, in a transaction of their
     // own, so only the failed record and what follows it are lost, as the error says.
     write_before(first, last, bad);
+  } else if constexpr (flushed_writes) {
+    // The position went first (AtMostOnce): the records before `bad` were handed over, and are
+    // made durable, so that only the failed record and what follows it are lost, as the error
+    // says.
+    (void)first;
+    (void)last;
+    sink_.sink().flush();
   } else {
     (void)first;
     (void)last;
@@ -382,6 +394,8 @@ inline void pipeline_impl<Config>::run_step(It first, It last, position unit_end
       tx_open_ = true;
     }
     write_rows<Step, Index>(first, last, unit_end, unit_index, failure);
+    if constexpr (flushed_writes)
+      sink_.sink().flush();  // the rows are durable: the position may pass them
     if constexpr (implicit_tx) {
       sink_->commit();
       tx_open_ = false;
@@ -437,6 +451,20 @@ inline void pipeline_impl<Config>::run_step(It first, It last, position unit_end
   // TimedCommitPosition is not run in order: the timer is consulted at every boundary.
   tick();
   fault(fault_point::kind::after_step, Step, Index, 0, unit_end, unit_index);
+}
+
+// A unit the world failed before its flush: what the sink was handed is flushed and forgotten,
+// whatever the flush says (the unit is not committed: it is read again), so that none of it is
+// counted as a later unit's.
+template <class Config>
+inline void pipeline_impl<Config>::forget_unflushed() noexcept {
+  if constexpr (flushed_writes) {
+    try {
+      sink_.sink().flush();
+    } catch (...) {
+      // The unit failed already; this flush only settles what it handed over.
+    }
+  }
 }
 
 // Called inside the handler of the unit's failure. A rollback that fails is the sink's

@@ -403,7 +403,8 @@ inline void set_property(rd_kafka_conf_t* conf, conf_scope scope, const std::str
 /// routes `topic.`-prefixed names, topic-level names and aliases to scopes the user's names do
 /// not show; what it holds is what counts, so any difference from the library's value is
 /// refused, naming the property, the scope and the policy.
-inline conf_ptr build_conf(const resolved_config& r, std::string_view policy_name) {
+inline conf_ptr build_conf(const resolved_config& r, std::string_view policy_name,
+                           std::string_view given_in = "consumer_options.config") {
   conf_ptr conf(rd_kafka_conf_new());
   conf_ptr pristine(rd_kafka_conf_new());  // librdkafka's defaults, in its own spelling
   std::vector<std::string> wanted;
@@ -427,10 +428,12 @@ inline conf_ptr build_conf(const resolved_config& r, std::string_view policy_nam
           "commit_order::kafka: " +
           std::string(s.scope == conf_scope::topic ? "the topic-level property "
                                                    : "the property ") +
-          s.name + " is " + got + " once consumer_options.config is applied, but " +
+          s.name + " is " + got + " once " + std::string(given_in) + " is applied, but " +
           (s.value.empty() ? "it must keep librdkafka's default, " + wanted[i] + ", "
                            : "the library sets it to " + wanted[i] + " ") +
-          "under the policy " + std::string(policy_name) + ": " + s.why +
+          (policy_name.empty() ? std::string("here")
+                               : "under the policy " + std::string(policy_name)) +
+          ": " + s.why +
           ". librdkafka also takes a property under a \"topic.\" prefix, a topic-level name or an "
           "alias -- remove the entry that sets it");
   }
