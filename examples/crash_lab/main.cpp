@@ -2,7 +2,7 @@
 // crash_lab — kills real consumer processes and shows what each commit order lost or
 // duplicated.
 //
-//   crash_lab [--source file|kafka] [--bootstrap HOST:PORT] [--sink sqlite|postgres]
+//   crash_lab [--source file|kafka] [--bootstrap HOST:PORT] [--sink sqlite|postgres|kafka]
 //             [--pg CONNINFO] [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U]
 //             [--keep DIR]
 //
@@ -12,13 +12,18 @@
 // a consumer (this program with --child) on a fresh SQLite database -- or, with --sink postgres, a
 // fresh schema of a PostgreSQL database: the one --pg names, else a throwaway server of its own
 // (fsync=on) -- SIGKILLs it K times at random moments, restarts it until the log is consumed, and
-// reconciles the table against the log. Exit code 0 only if every policy kept its guarantee.
+// reconciles the table against the log. With --source kafka --sink kafka each policy writes a
+// topic of its own instead (kafka::topic_sink, or kafka::transactional_sink under
+// TransactionalPosition, which needs a real broker), and the lab reads it back as a
+// read_committed reader would: what each policy lost or duplicated downstream. Exit code 0 only
+// if every policy kept its guarantee.
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "support/lab/child.hpp"
 #include "support/lab/pg_server.hpp"
@@ -28,7 +33,8 @@
 namespace {
 
 void usage(std::ostream& os) {
-  os << "usage: crash_lab [--source file|kafka] [--bootstrap HOST:PORT] [--sink sqlite|postgres]"
+  os << "usage: crash_lab [--source file|kafka] [--bootstrap HOST:PORT]"
+        " [--sink sqlite|postgres|kafka]"
         " [--pg CONNINFO] [--records N] [--kills K] [--seed S] [--batch B] [--pace-us U]"
         " [--keep DIR]\n"
         "  --source S   where the orders are: a file log (default) or a Kafka topic (a mock\n"
@@ -42,7 +48,8 @@ void usage(std::ostream& os) {
         "  --batch B    records per poll: the unit of work (default 8)\n"
         "  --pace-us U  pause before each write, standing for per-record work (default 250)\n"
         "  --keep DIR   work in DIR and keep the log and databases for inspection\n"
-        "  --sink S     sqlite (default) or postgres\n"
+        "  --sink S     sqlite (default), postgres, or kafka: with --source kafka, a topic per\n"
+        "               policy on the same cluster, read back read_committed\n"
         "  --pg C       the PostgreSQL database (a libpq connection string; its server must run\n"
         "               with fsync=on); default: a throwaway server started for the run\n";
 }
@@ -85,7 +92,7 @@ int main(int argc, char** argv) {
       else if (flag == "--sink") {
         const auto sink = crash_lab::parse_sink(value);
         if (!sink)
-          throw std::invalid_argument("--sink takes sqlite or postgres, not " + value);
+          throw std::invalid_argument("--sink takes sqlite, postgres or kafka, not " + value);
         config.sink = *sink;
       } else if (flag == "--pg")
         config.pg_conninfo = value;
@@ -96,6 +103,11 @@ int main(int argc, char** argv) {
     }
     if (!config.kafka_bootstrap.empty() && config.source != crash_lab::source_kind::kafka)
       throw std::invalid_argument("--bootstrap names a Kafka broker: it goes with --source kafka");
+    if (config.sink == crash_lab::sink_kind::kafka &&
+        config.source != crash_lab::source_kind::kafka)
+      throw std::invalid_argument(
+          "--sink kafka writes to the cluster the orders are read from: it goes with --source "
+          "kafka");
     if (config.records < 1 || config.kills < 0 || config.batch < 1 || config.pace.count() < 0)
       throw std::invalid_argument(
           "--records and --batch must be positive, --kills and "
@@ -136,12 +148,23 @@ int main(int argc, char** argv) {
             << config.seed << ", in " << config.work_dir.string() << ", into "
             << (config.sink == crash_lab::sink_kind::postgres
                     ? "PostgreSQL (" + config.pg_conninfo + ")"
-                    : std::string("SQLite"))
+                : config.sink == crash_lab::sink_kind::kafka ? std::string("a topic per policy")
+                                                             : std::string("SQLite"))
             << "\n";
+  std::vector<crash_lab::policy_id> policies;
+  for (const crash_lab::policy_id p : crash_lab::all_policies) {
+    const std::string_view refused =
+        config.sink == crash_lab::sink_kind::kafka
+            ? crash_lab::kafka_sink_refusal(p, config.kafka_bootstrap.empty())
+            : std::string_view{};
+    if (refused.empty())
+      policies.push_back(p);
+    else
+      std::cout << crash_lab::display_name(p) << " into a topic is not run: " << refused << "\n";
+  }
   int status = 0;
   try {
-    const auto outcomes = crash_lab::run_lab(
-        config, {crash_lab::all_policies.begin(), crash_lab::all_policies.end()});
+    const auto outcomes = crash_lab::run_lab(config, policies);
     std::cout << "\n";
     crash_lab::print_table(std::cout, outcomes);
     std::cout << "\n" << crash_lab::reading(outcomes, config.batch) << "\n\n";

@@ -2,8 +2,8 @@
 // support/lab/child.hpp — the consumer process the supervisor starts and kills.
 //
 //   <exe> --child <policy> <source> <log dir | bootstrap servers> <database> <position file>
-//         <batch> <pace µs> <interval ms> <sink: sqlite|postgres> <topic, or -> <PostgreSQL
-//         connection, or ->
+//         <batch> <pace µs> <interval ms> <sink: sqlite|postgres|kafka> <topic, or ->
+//         <PostgreSQL connection, or ->
 //
 // It recovers, consumes the log (or the Kafka topic) to its end through the policy's pipeline,
 // and exits 0. It
@@ -19,6 +19,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -26,11 +27,14 @@
 #include <exception>
 #include <iostream>
 #include <optional>
+#include <ranges>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
 
+#include <commit_order/adapters/kafka/topic_sink.hpp>
+#include <commit_order/adapters/kafka/transactional_sink.hpp>
 #include <commit_order/adapters/memory/forwarding_sink.hpp>
 #include <commit_order/commit_order.hpp>
 
@@ -130,6 +134,26 @@ class paced final : public co::memory::forwarding_sink<Sink> {
   const reporter* report_;
 };
 
+/// The same pause before each message of a topic sink (a sink of partitioned rows, so the
+/// group-managed source of the transactional child can write it). A topic sink reports no
+/// absorbed write: a replay appends.
+template <class Sink>
+class paced_topic final : public co::memory::forwarding_sink<Sink> {
+ public:
+  template <class... Args>
+  explicit paced_topic(std::chrono::microseconds pace, Args&&... args)
+      : co::memory::forwarding_sink<Sink>(std::forward<Args>(args)...), pace_(pace) {}
+
+  void apply(co::partition_id k, co::offset source_offset, const order_event& row) {
+    if (pace_.count() > 0)
+      std::this_thread::sleep_for(pace_);
+    this->inner().apply(k, source_offset, row);
+  }
+
+ private:
+  std::chrono::microseconds pace_;
+};
+
 namespace detail {
 
 inline sq::sink_options lab_sink_options() {
@@ -158,6 +182,49 @@ int drive(Pipeline& pipeline, co::position end, source_kind source, const report
     return 3;
   }
   report.line("done", pipeline.read_position().value());
+  return 0;
+}
+
+// The same for a group member: its partition arrives with the assignment, inside a poll, so
+// it is ready once the pipeline has claimed partition 0 (until then a poll hands out nothing).
+template <class Pipeline, class Source>
+int drive_member(Pipeline& pipeline, Source& source, const reporter& report) {
+  using clock = std::chrono::steady_clock;
+  (void)pipeline.recover();
+  const auto joined = [&] {
+    const auto a = source.assignment();
+    return std::ranges::find(a, kafka_partition) != a.end();
+  };
+  const auto join_deadline = clock::now() + std::chrono::seconds(60);
+  std::size_t first = 0;
+  while (!joined()) {
+    if (clock::now() > join_deadline) {
+      std::cerr << "crash_lab child: no assignment of partition 0 within a minute\n";
+      return 3;
+    }
+    first += pipeline.poll_once();
+  }
+  const co::position end = source.end(kafka_partition);
+  report.line("ready",
+              pipeline.read_position(kafka_partition).value() - static_cast<std::int64_t>(first));
+  if (first != 0)
+    report.line("at", pipeline.read_position(kafka_partition).value());
+  auto last_progress = clock::now();
+  while (pipeline.read_position(kafka_partition) < end) {
+    if (pipeline.poll_once() != 0) {
+      report.line("at", pipeline.read_position(kafka_partition).value());
+      last_progress = clock::now();
+    } else if (clock::now() - last_progress > std::chrono::seconds(30)) {
+      break;
+    }
+  }
+  if (pipeline.read_position(kafka_partition) != end) {
+    std::cerr << "crash_lab child: stopped at " << pipeline.read_position(kafka_partition)
+              << " before the end of the topic " << end << "\n";
+    return 3;
+  }
+  report.line("done", pipeline.read_position(kafka_partition).value());
+  source.close();
   return 0;
 }
 
@@ -362,10 +429,70 @@ inline int run_kafka_child_postgres(const child_args& a) {
   return 2;
 }
 
+/// Consumes the Kafka topic under the policy `a.policy` into the policy's output topic
+/// (kafka.hpp's output_topic), each order keyed by its id; the positions in Kafka's committed
+/// offsets, of the policy's group: committed before the write (AtMostOnce), after the brokers
+/// acknowledged it (AtLeastOnce), or inside the producer's transaction with it
+/// (TransactionalPosition). Returns the exit code.
+inline int run_kafka_child_kafka(const child_args& a) {
+  const reporter report;
+  const co::settings settings{.batch_size = a.batch, .auto_commit_interval = a.auto_commit};
+  using layout_t = kf::keyed_layout<&order_event::order_id>;
+  const layout_t layout(output_topic(a.topic, a.policy));
+  const kf::topic_sink_options sink_options{.config = {{"bootstrap.servers", a.bootstrap}}};
+  switch (a.policy) {
+    case policy_id::at_most_once_auto:
+      break;  // R1 refuses it (kafka_sink_refusal): nothing to run
+    case policy_id::at_most_once: {
+      using policy_t = co::AtMostOnce<>;
+      using source_t = kf::partition_source<order_event, policy_t>;
+      using sink_t = paced_topic<kf::topic_sink<order_event, layout_t>>;
+      source_t source(kafka_options(a.bootstrap, a.topic, a.policy), kafka_partition, settings);
+      kf::partition_offset_store store(source);
+      sink_t sink(a.pace, layout, sink_options);
+      co::pipeline<source_t, sink_t, policy_t, co::with_store<kf::partition_offset_store>> p(
+          source, sink, store, settings);
+      return detail::drive(p, source.end(), a.source, report);
+    }
+    case policy_id::at_least_once: {
+      using policy_t = co::AtLeastOnce<>;
+      using source_t = kf::partition_source<order_event, policy_t>;
+      using sink_t = paced_topic<kf::topic_sink<order_event, layout_t>>;
+      source_t source(kafka_options(a.bootstrap, a.topic, a.policy), kafka_partition, settings);
+      kf::partition_offset_store store(source);
+      sink_t sink(a.pace, layout, sink_options);
+      co::pipeline<source_t, sink_t, policy_t, co::with_store<kf::partition_offset_store>> p(
+          source, sink, store, settings);
+      return detail::drive(p, source.end(), a.source, report);
+    }
+    case policy_id::transactional: {
+      using policy_t = co::TransactionalPosition<>;
+      using source_t = kf::group_source<order_event, policy_t>;
+      using sink_t = paced_topic<kf::transactional_sink<order_event, layout_t, source_t>>;
+      source_t source(kafka_member_options(a.bootstrap, a.topic, a.policy));
+      // Built before the first poll: its producer's init aborts what a killed predecessor left
+      // open, which the claim's offset fetch would otherwise wait for.
+      sink_t sink(a.pace, source, layout,
+                  kf::producer_options{.config = {{"bootstrap.servers", a.bootstrap}},
+                                       .transactional_id = transactional_id(a.topic),
+                                       .transaction_timeout = std::chrono::seconds(30),
+                                       .request_timeout = std::chrono::seconds(30)});
+      co::pipeline<source_t, sink_t, policy_t> p(source, sink, settings);
+      return detail::drive_member(p, source, report);
+    }
+  }
+  std::cerr << "crash_lab child: " << display_name(a.policy)
+            << " does not write a topic: " << kafka_sink_refusal(a.policy, false) << "\n";
+  return 2;
+}
+
 /// Consumes the orders under the policy `a.policy`; returns the process exit code.
 inline int run_child(const child_args& a) {
-  if (a.source == source_kind::kafka)
+  if (a.source == source_kind::kafka) {
+    if (a.sink == sink_kind::kafka)
+      return run_kafka_child_kafka(a);
     return a.sink == sink_kind::postgres ? run_kafka_child_postgres(a) : run_kafka_child(a);
+  }
   return a.sink == sink_kind::postgres ? run_child_postgres(a) : run_file_child(a);
 }
 

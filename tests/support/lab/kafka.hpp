@@ -8,6 +8,14 @@
 // reconciliation. The children connect over loopback with a manual assignment (no group: a
 // killed member would otherwise hold its partition until its session timed out), each policy
 // with a consumer group of its own for its committed offsets.
+//
+// Into another topic (--sink kafka), each policy writes a topic of its own, of one partition
+// (its order is the order of the writes): kafka::topic_sink under AtMostOnce and AtLeastOnce,
+// kafka::transactional_sink under TransactionalPosition. The transactional child is a group
+// member, as KIP-447 needs (its offsets commit inside the producer's transaction), with a
+// static membership (group.instance.id): a restarted member takes its predecessor's place at
+// once instead of waiting for its session to time out, and its producer, under the same
+// transactional.id, aborts the transaction the kill left open.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -44,6 +52,28 @@ inline kf::consumer_options kafka_options(const std::string& bootstrap, const st
                               .config = {{"bootstrap.servers", bootstrap},
                                          {"group.id", kafka_group(topic, p)},
                                          {"fetch.wait.max.ms", "10"}}};
+}
+
+/// The topic policy p writes when the lab's sink is a topic: the orders, one message per
+/// applied record, keyed by order id.
+inline std::string output_topic(const std::string& topic, policy_id p) {
+  return topic + ".out." + std::string(flag_name(p));
+}
+
+/// The transactional.id of the TransactionalPosition child: the same for every restart, so
+/// that each new producer fences its killed predecessor and aborts what it left open.
+inline std::string transactional_id(const std::string& topic) {
+  return "crash_lab." + topic + ".transactional";
+}
+
+/// The group member the TransactionalPosition child is (see the top of this file).
+inline kf::consumer_options kafka_member_options(const std::string& bootstrap,
+                                                 const std::string& topic, policy_id p) {
+  kf::consumer_options o = kafka_options(bootstrap, topic, p);
+  o.config["group.instance.id"] = kafka_group(topic, p) + ".member";
+  o.config["session.timeout.ms"] = "6000";
+  o.config["heartbeat.interval.ms"] = "500";
+  return o;
 }
 
 namespace detail {
@@ -125,6 +155,14 @@ class kafka_orders final {
   [[nodiscard]] const std::string& bootstrap() const noexcept { return bootstrap_; }
   [[nodiscard]] const std::string& topic() const noexcept { return topic_; }
 
+  /// Creates policy p's output topic (see output_topic), of one partition.
+  void create_output(policy_id p) {
+    if (cluster_)
+      cluster_->create_topic(output_topic(topic_, p), 1);
+    else
+      detail::create_topic(bootstrap_, output_topic(topic_, p));
+  }
+
   /// The position policy p's group has committed to Kafka (none yet: empty).
   [[nodiscard]] std::optional<co::position> committed(policy_id p) const {
     kf::partition_source<order_event, co::AtMostOnce<>> reader(
@@ -137,5 +175,57 @@ class kafka_orders final {
   std::string bootstrap_;
   std::string topic_;
 };
+
+/// What a reader of policy p's output topic is shown: its messages' events in offset order.
+/// `read_committed`: what a consumer waiting for commit markers reads; otherwise every message
+/// the brokers appended, aborted transactions' included. Throws if the topic cannot be read to
+/// its end within a minute.
+inline std::vector<order_event> read_output(const kafka_orders& orders, policy_id p,
+                                            bool read_committed = true) {
+  const std::string topic = output_topic(orders.topic(), p);
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  const auto set = [&](const char* name, const std::string& value) {
+    if (rd_kafka_conf_set(conf, name, value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      throw std::runtime_error(std::string("crash_lab: reading ") + topic + ": " + err);
+    }
+  };
+  set("bootstrap.servers", orders.bootstrap());
+  set("group.id", "crash_lab.reader");  // never joined nor committed: assign() only
+  set("enable.auto.commit", "false");
+  set("enable.partition.eof", "true");
+  set("isolation.level", read_committed ? "read_committed" : "read_uncommitted");
+  set("fetch.wait.max.ms", "10");
+  const std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk(
+      rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err), &rd_kafka_destroy);
+  if (!rk)
+    throw std::runtime_error(std::string("crash_lab: reading ") + topic + ": " + err);
+  const std::unique_ptr<rd_kafka_topic_partition_list_t,
+                        decltype(&rd_kafka_topic_partition_list_destroy)>
+      parts(rd_kafka_topic_partition_list_new(1), &rd_kafka_topic_partition_list_destroy);
+  rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), kafka_partition.value())->offset =
+      RD_KAFKA_OFFSET_BEGINNING;
+  if (const rd_kafka_resp_err_t e = rd_kafka_assign(rk.get(), parts.get()))
+    throw std::runtime_error("crash_lab: reading " + topic + ": " + rd_kafka_err2name(e));
+  std::vector<order_event> events;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  for (;;) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("crash_lab: " + topic + " was not read to its end in a minute");
+    const std::unique_ptr<rd_kafka_message_t, decltype(&rd_kafka_message_destroy)> m(
+        rd_kafka_consumer_poll(rk.get(), 100), &rd_kafka_message_destroy);
+    if (!m)
+      continue;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+      break;
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+      throw std::runtime_error("crash_lab: reading " + topic + ": " + rd_kafka_err2name(m->err));
+    events.push_back(kf::trivial_codec<order_event>::decode(
+        {static_cast<const std::byte*>(m->payload), m->len}));
+  }
+  rd_kafka_consumer_close(rk.get());
+  return events;
+}
 
 }  // namespace crash_lab

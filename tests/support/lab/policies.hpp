@@ -96,19 +96,46 @@ constexpr bool position_in_kafka(policy_id p) noexcept {
   return p == policy_id::at_most_once_auto || p == policy_id::at_most_once;
 }
 
-/// Where the table lives: a SQLite file, or a PostgreSQL database.
-enum class sink_kind { sqlite, postgres };
+/// Where the effects go: a table of a SQLite file or of a PostgreSQL database, or another
+/// Kafka topic (read from a Kafka topic only; see child.hpp).
+enum class sink_kind { sqlite, postgres, kafka };
 
 constexpr std::string_view flag_name(sink_kind k) noexcept {
-  return k == sink_kind::sqlite ? "sqlite" : "postgres";
+  switch (k) {
+    case sink_kind::sqlite:
+      return "sqlite";
+    case sink_kind::postgres:
+      return "postgres";
+    case sink_kind::kafka:
+      return "kafka";
+  }
+  return "?";
 }
 
 inline std::optional<sink_kind> parse_sink(std::string_view name) noexcept {
-  if (name == "sqlite")
-    return sink_kind::sqlite;
-  if (name == "postgres")
-    return sink_kind::postgres;
+  for (sink_kind k : {sink_kind::sqlite, sink_kind::postgres, sink_kind::kafka})
+    if (flag_name(k) == name)
+      return k;
   return std::nullopt;
+}
+
+/// Whether policy p's effects are appended, one per applied record (the append table, or an
+/// output topic under any policy), rather than upserted into orders_flat (one row per order).
+constexpr bool appends(policy_id p, sink_kind k) noexcept {
+  return k == sink_kind::kafka || appends(p);
+}
+
+/// Why policy p cannot run into an output topic -- on librdkafka's mock cluster when
+/// `on_mock` -- or empty when it can. The lab's topic sinks (kafka::topic_sink under
+/// AtMostOnce and AtLeastOnce, kafka::transactional_sink under TransactionalPosition) append.
+constexpr std::string_view kafka_sink_refusal(policy_id p, bool on_mock) noexcept {
+  if (p == policy_id::at_most_once_auto)
+    return "rule R1 refuses it: the timer commits positions whatever was written, so the sink "
+           "must be Idempotent, and a topic appends";
+  if (p == policy_id::transactional && on_mock)
+    return "it needs a real broker (--bootstrap): librdkafka's mock cluster neither commits "
+           "offsets sent to a transaction nor hides aborted messages from read_committed readers";
+  return {};
 }
 
 }  // namespace crash_lab

@@ -5,12 +5,14 @@
 // SQLite table, the stored position, the log.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <commit_order/adapters/file.hpp>
@@ -114,6 +116,38 @@ snapshot take_snapshot(policy_id policy, const Config& config,
   return s;
 }
 
+/// An output topic's messages (in offset order) as the rows of an append table: each carries
+/// the offset of the record of `log` it is the effect of, found by its order and sequence
+/// (-1: no record of the log is that event, a mismatch).
+inline snapshot topic_snapshot(const std::vector<order_event>& log,
+                               const std::vector<order_event>& messages,
+                               std::optional<co::position> stored) {
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> offset_of;
+  for (std::size_t i = 0; i < log.size(); ++i)
+    offset_of.emplace(std::pair{log[i].order_id, log[i].event_seq}, static_cast<std::int64_t>(i));
+  snapshot s;
+  s.stored = stored;
+  for (const order_event& m : messages) {
+    const auto it = offset_of.find({m.order_id, m.event_seq});
+    s.rows.push_back(table_row{m, it != offset_of.end() ? it->second : -1});
+  }
+  return s;
+}
+
+/// How many orders a reader of the whole topic sees go back to an older event at least once:
+/// a message of the order after a message of a later event of it (a replayed run).
+inline std::int64_t count_orders_going_back(const snapshot& topic) {
+  std::map<std::int64_t, std::int64_t> newest;
+  std::map<std::int64_t, bool> went_back;
+  for (const auto& r : topic.rows) {
+    const auto [it, first] = newest.try_emplace(r.event.order_id, r.event.event_seq);
+    if (!first && r.event.event_seq < it->second)
+      went_back[r.event.order_id] = true;
+    it->second = std::max(it->second, r.event.event_seq);
+  }
+  return static_cast<std::int64_t>(went_back.size());
+}
+
 /// How many orders show an older event in `now` than they showed in `before` (or vanished).
 inline std::int64_t count_regressions(const snapshot& before, const snapshot& now) {
   const auto old_seq = before.visible_seq();
@@ -148,10 +182,12 @@ struct reconciliation {
   std::int64_t rows_lost = 0;        ///< expected rows absent, or showing an older event
   std::int64_t duplicate_rows = 0;   ///< rows beyond the one expected for their record/order
   std::int64_t mismatched_rows = 0;  ///< rows that are no event of the log at their offset
+  /// An output topic only: orders its reader sees go back to an older event.
+  std::int64_t regressed_rows = 0;
 };
 
 inline reconciliation reconcile(policy_id policy, const std::vector<order_event>& log,
-                                const snapshot& final_state) {
+                                const snapshot& final_state, sink_kind sink = sink_kind::sqlite) {
   reconciliation r;
   const auto n = static_cast<std::int64_t>(log.size());
   const auto matches_log = [&](const table_row& row) {
@@ -161,7 +197,9 @@ inline reconciliation reconcile(policy_id policy, const std::vector<order_event>
   for (const auto& row : final_state.rows)
     r.mismatched_rows += matches_log(row) ? 0 : 1;
 
-  if (appends(policy)) {
+  if (sink == sink_kind::kafka)
+    r.regressed_rows = count_orders_going_back(final_state);
+  if (appends(policy, sink)) {
     // One row per record: a record with no row is lost, a record with two has a duplicate.
     r.rows_expected = n;
     std::vector<std::int64_t> copies(log.size(), 0);

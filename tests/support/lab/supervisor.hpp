@@ -48,7 +48,8 @@ struct lab_config {
   source_kind source = source_kind::file;
   /// The Kafka broker the topic is created on; empty: a mock cluster in this process.
   std::string kafka_bootstrap;
-  /// Where the table lives; for PostgreSQL, the database (each policy in its own schema).
+  /// Where the table lives; for PostgreSQL, the database (each policy in its own schema); or
+  /// an output topic of each policy's own on the Kafka cluster the orders are in.
   sink_kind sink = sink_kind::sqlite;
   std::string pg_conninfo;
   /// Progress lines for a human; empty: quiet.
@@ -58,6 +59,7 @@ struct lab_config {
 /// What one policy's run came to.
 struct policy_outcome {
   policy_id policy{};
+  sink_kind sink = sink_kind::sqlite;
   int kills = 0;
   int children = 0;
   std::int64_t records = 0;
@@ -67,6 +69,9 @@ struct policy_outcome {
   std::int64_t regressed_rows = 0;  ///< rows seen going back to an older event, across kills
   std::int64_t replays_absorbed = 0;
   std::int64_t mismatched_rows = 0;
+  /// An output topic only: messages a read_uncommitted reader is shown and a read_committed one
+  /// is not (aborted transactions' attempts).
+  std::int64_t aborted_messages = 0;
   /// Append table only: records each kill lost for good (in kill order).
   std::vector<std::int64_t> lost_per_kill;
   double seconds = 0;
@@ -108,7 +113,7 @@ class batch_time_estimate final {
 /// the Kafka topic of `kafka` (hosted by this process).
 inline policy_outcome run_policy(policy_id policy, const lab_config& config,
                                  const std::vector<order_event>& log_events,
-                                 const kafka_orders* kafka = nullptr) {
+                                 kafka_orders* kafka = nullptr) {
   using clock = std::chrono::steady_clock;
   const auto started = clock::now();
   const auto paths = detail::paths_for(config, policy);
@@ -116,6 +121,15 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   std::filesystem::remove(paths.position_file);
   if (config.sink == sink_kind::postgres)
     pg_reset_schema(config.pg_conninfo, policy);
+  if (config.sink == sink_kind::kafka) {
+    if (kafka == nullptr)
+      throw std::invalid_argument("crash_lab: an output topic needs the orders in Kafka");
+    const std::string_view refused = kafka_sink_refusal(policy, config.kafka_bootstrap.empty());
+    if (!refused.empty())
+      throw std::invalid_argument("crash_lab: " + std::string(display_name(policy)) +
+                                  " does not run into a topic: " + std::string(refused));
+    kafka->create_output(policy);
+  }
 
   child_args args;
   args.policy = policy;
@@ -136,6 +150,7 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
 
   policy_outcome out;
   out.policy = policy;
+  out.sink = config.sink;
   out.records = static_cast<std::int64_t>(log_events.size());
   const std::string label = "[" + std::string(display_name(policy)) + "] ";
   const auto say = [&](const std::string& text) {
@@ -150,6 +165,20 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
   std::function<std::optional<co::position>()> kafka_committed;
   if (kafka != nullptr)
     kafka_committed = [kafka, policy] { return kafka->committed(policy); };
+  // What the policy's effects are, between two children (none is running). A transactional
+  // child killed mid-transaction leaves its offsets pending until its successor's producer
+  // aborts them, and until then the group's offset cannot be read (the brokers answer
+  // UNSTABLE_OFFSET_COMMIT): between kills its position is not read, only at the end.
+  const auto snap = [&](bool at_end) {
+    if (config.sink == sink_kind::kafka)
+      return topic_snapshot(
+          log_events, read_output(*kafka, policy),
+          at_end || policy != policy_id::transactional ? kafka->committed(policy) : std::nullopt);
+    return take_snapshot(policy, config, paths.database, paths.position_file, kafka_committed);
+  };
+  // A table shows one row per order, which a kill can leave older than before; a topic shows
+  // every message, and the reconciliation finds an order going back in it (not here).
+  const bool by_snapshots = config.sink != sink_kind::kafka;
 
   for (;;) {
     // Each PostgreSQL consumer's sessions carry a name of their own (see the kill below).
@@ -225,12 +254,11 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
         break;
       }
       ++out.kills;
-      const snapshot now =
-          take_snapshot(policy, config, paths.database, paths.position_file, kafka_committed);
-      const std::int64_t regressed = count_regressions(previous, now);
+      const snapshot now = snap(false);
+      const std::int64_t regressed = by_snapshots ? count_regressions(previous, now) : 0;
       out.regressed_rows += regressed;
       std::string note;
-      if (appends(policy)) {
+      if (appends(policy, config.sink)) {
         const std::int64_t skipped = count_skipped(now);
         out.lost_per_kill.push_back(skipped - lost_so_far);
         if (skipped > lost_so_far)
@@ -241,7 +269,11 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
         note += ", " + std::to_string(regressed) + " rows went back to older events";
       say("kill " + std::to_string(out.kills) + "/" + std::to_string(config.kills) +
           ": read up to " + std::to_string(last_position) + ", stored position " +
-          (now.stored ? std::to_string(now.stored->value()) : std::string("none")) + note);
+          (now.stored ? std::to_string(now.stored->value())
+           : config.sink == sink_kind::kafka && policy == policy_id::transactional
+               ? std::string("not read (a transaction may hold it)")
+               : std::string("none")) +
+          note);
       previous = now;
       continue;
     }
@@ -253,10 +285,14 @@ inline policy_outcome run_policy(policy_id policy, const lab_config& config,
     break;
   }
 
-  const snapshot final_state =
-      take_snapshot(policy, config, paths.database, paths.position_file, kafka_committed);
-  out.regressed_rows += count_regressions(previous, final_state);
-  const reconciliation r = reconcile(policy, log_events, final_state);
+  const snapshot final_state = snap(true);
+  if (by_snapshots)
+    out.regressed_rows += count_regressions(previous, final_state);
+  const reconciliation r = reconcile(policy, log_events, final_state, config.sink);
+  out.regressed_rows += r.regressed_rows;
+  if (config.sink == sink_kind::kafka)
+    out.aborted_messages = static_cast<std::int64_t>(read_output(*kafka, policy, false).size()) -
+                           static_cast<std::int64_t>(final_state.rows.size());
   out.rows_expected = r.rows_expected;
   out.rows_lost = r.rows_lost;
   out.duplicate_rows = r.duplicate_rows;
@@ -276,7 +312,7 @@ inline std::vector<policy_outcome> run_lab(const lab_config& config,
   std::vector<policy_outcome> outcomes;
   if (config.source == source_kind::kafka) {
     const auto events = generate_orders(config.records, config.orders, config.seed);
-    const kafka_orders topic(events, config.kafka_bootstrap);
+    kafka_orders topic(events, config.kafka_bootstrap);
     for (policy_id p : policies)
       outcomes.push_back(run_policy(p, config, events, &topic));
     return outcomes;
