@@ -146,10 +146,16 @@ inline std::string reading_topic(const std::vector<policy_outcome>& outcomes, st
              "one producer transaction: a read_committed reader saw every record once, in "
              "order ("
           << o.rows_lost << " missing, " << o.duplicate_rows << " twice, " << o.regressed_rows
-          << " going back). A read_uncommitted reader was also shown " << o.aborted_messages
-          << " messages of the transactions the kills left open, which the successors "
-             "aborted: not a failure of the sink, whose state is the topic as a read_committed "
-             "reader sees it. ";
+          << " going back). ";
+        if (o.aborted_messages > 0)
+          s << "A read_uncommitted reader was also shown " << o.aborted_messages
+            << " messages of the transactions the kills left open, which the successors "
+               "aborted: not a failure of the sink, whose state is the topic as a "
+               "read_committed reader sees it. ";
+        else
+          s << "No kill left an open transaction with messages in it this time; a "
+               "read_uncommitted reader would be shown those too, which is not a failure of the "
+               "sink: its state is the topic as a read_committed reader sees it. ";
         break;
       case policy_id::at_most_once_auto:
         break;
