@@ -1857,6 +1857,36 @@ TEST_CASE("kafka::transactional_sink: a unit that fails is aborted, and written 
   source.close();
 }
 
+TEST_CASE("kafka::transactional_sink: units aborted just after a commit leave the sink working") {
+  // A unit rolled back right after the one before it committed: the coordinator may still be
+  // writing that commit's markers, so librdkafka's AddPartitionsToTxn is retried and its
+  // EndTxn(abort) can reach a transaction the coordinator already finished, which it answers
+  // INVALID_TXN_STATE, fatal to the producer. Nothing of the unit reached the log, and the
+  // sink must go on through a new producer under its transactional.id: a failed unit ending
+  // the consumer for good is the unit's records never written.
+  broker b;
+  const std::string output = unique("tsink-abort-out");
+  b.create_topic(output, 1);
+  group_t source(b.consumer(unique("tsink-abort-in"), unique("tsink-abort-group")));
+  topic_sink_t sink(source, out_layout(output), transactional(b, unique("tsink-abort-txn")));
+  std::vector<std::int64_t> committed;
+  constexpr std::int64_t units = 60;
+  for (std::int64_t i = 0; i < units; ++i) {
+    sink.begin();
+    sink.apply(p0, co::offset{2 * i}, order_event{.order_id = i});
+    sink.commit();
+    committed.push_back(i);
+    sink.begin();
+    sink.apply(p0, co::offset{2 * i + 1}, order_event{.order_id = -1 - i});
+    sink.rollback();
+  }
+  MESSAGE(sink.failed_aborts() << " of " << units << " aborts the coordinator refused, "
+                               << sink.replaced_producers() << " producers replaced");
+  CHECK(sink.replaced_producers() <= sink.failed_aborts());
+  CHECK(read_all(b, output, "read_committed") == committed);
+  source.close();
+}
+
 TEST_CASE("kafka::transactional_sink: an owner restarted under the same id fences its zombie") {
   broker b;
   const std::string input = unique("tsink-zombie-in");

@@ -16,7 +16,8 @@
 // The positions are the consuming group's offsets, so the source is a kafka::group_source on
 // the cluster the sink writes to (part rule KF8). The producer's transactional.id is the owner's,
 // stable across its restarts (a restarted owner aborts its predecessor's open transaction by
-// it); a sink that was fenced stays fenced, and its producer is never used again.
+// it); a sink that was fenced stays fenced, and its producer is never used again. A producer
+// that failed fatally otherwise is replaced by a new one under the same id before the next unit.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -130,6 +131,8 @@ class transactional_sink final {
 
   void begin() {
     rethrow_if_fenced();
+    if (retired_)
+      replace_producer();
     settle();
     unit_began_ = clock::now();
     staged_.clear();
@@ -199,15 +202,18 @@ class transactional_sink final {
       return;  // a fenced producer's transaction is aborted by the coordinator, or was never sent
     if (detail::error_ptr e =
             retried([&](int ms) { return rd_kafka_abort_transaction(rk_.get(), ms); })) {
-      // Unfinished: called again before the next transaction begins (settle). Failed for good:
-      // the coordinator aborts the transaction at its timeout, and the producer is not reused.
       ++failed_aborts_;
+      const rd_kafka_resp_err_t code = rd_kafka_error_code(e.get());
       if (rd_kafka_error_is_retriable(e.get()))
-        pending_ = ending::abort;
+        pending_ = ending::abort;  // unfinished: called again before the next unit (settle)
+      else if (is_fencing(code) && !by_coordinator(code))
+        dead_ = fencing_error("aborting a transaction", code);
       else
-        dead_ = std::make_exception_ptr(client_error("aborting a transaction",
-                                                     rd_kafka_error_code(e.get()),
-                                                     rd_kafka_error_string(e.get())));
+        // Failed for good, and not fenced: the coordinator may refuse an abort that reaches a
+        // transaction it already finished (INVALID_TXN_STATE, when librdkafka's abort overtakes
+        // its own retried AddPartitionsToTxn), which librdkafka makes fatal to the producer.
+        // Nothing of the unit committed; the next unit begins with a new producer.
+        retired_ = true;
     }
   }
 
@@ -245,6 +251,8 @@ class transactional_sink final {
   [[nodiscard]] std::size_t produced() const noexcept { return produced_; }
   /// Aborts that did not reach the coordinator (it aborts at the timeout instead).
   [[nodiscard]] std::size_t failed_aborts() const noexcept { return failed_aborts_; }
+  /// Producers replaced, each after a fatal error that was not fencing.
+  [[nodiscard]] std::size_t replaced_producers() const noexcept { return replaced_; }
   [[nodiscard]] const producer_options& options() const noexcept { return options_; }
 
  private:
@@ -416,8 +424,9 @@ class transactional_sink final {
     return std::make_exception_ptr(fenced(mine, k, by));
   }
 
-  /// What librdkafka answered to `operation`, as the library's error. Fencing (or any fatal
-  /// error) ends the producer: the error is kept and thrown again by every later call. An
+  /// What librdkafka answered to `operation`, as the library's error. Fencing by a newer
+  /// producer ends the sink: the error is kept and thrown again by every later call. Any other
+  /// fatal error retires the producer, and the next unit begins with a new one. An
   /// abortable one aborts the transaction and is thrown as a client_error (the world's: the
   /// pipeline reads the unit again from the committed offsets at its next poll).
   [[noreturn]] void fail(const std::string& operation, detail::error_ptr e) {
@@ -445,10 +454,26 @@ class transactional_sink final {
     }
     // The coordinator refusing a replaced member leaves the producer sound: once the member
     // rejoins, its next claim starts from the group's offsets. A producer fenced by a newer
-    // one, or failed fatally, is never used again.
-    if (fatal || (fencing && !by_coordinator(code)))
+    // one is never used again. One failed fatally otherwise is retired: the next unit begins
+    // with a new producer under the same transactional.id.
+    if (fencing && !by_coordinator(code))
       dead_ = why;
+    else if (fatal)
+      retired_ = true;
     std::rethrow_exception(why);
+  }
+
+  /// A new producer under the same transactional.id, in place of one a fatal error that was not
+  /// fencing retired. Its init_transactions bumps the id's epoch and aborts what the old one
+  /// left open, as a restart of the owner would; the unit it begins claims from the group's
+  /// offsets, which only a committed transaction moved. Called before the next unit begins:
+  /// librdkafka refuses every call of a producer in a fatal state.
+  void replace_producer() {
+    rk_.reset();
+    pending_ = ending::none;  // the old producer's unfinished ending: the new one's init ends it
+    create_producer();
+    retired_ = false;
+    ++replaced_;
   }
 
   void rethrow_if_fenced() const {
@@ -465,10 +490,12 @@ class transactional_sink final {
   std::exception_ptr dead_;  // why the producer may not be used again
   clock::time_point unit_began_{};
   bool in_transaction_ = false;
+  bool retired_ = false;  // a fatal error that was not fencing: replaced before the next unit
   ending pending_ = ending::none;
   std::size_t produced_ = 0;
   std::size_t commits_ = 0;
   std::size_t failed_aborts_ = 0;
+  std::size_t replaced_ = 0;
 };
 
 }  // namespace commit_order::kafka
