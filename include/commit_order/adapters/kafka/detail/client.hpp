@@ -181,6 +181,11 @@ struct owned_setting final {
   conf_scope scope = conf_scope::global;
   std::string value;
   std::string why;
+  /// Checked, never set in the client's configuration: a legacy property the high-level
+  /// consumer never reads, which librdkafka warns of at start once anything sets it. The
+  /// library's value goes into a probe configuration that takes the user's properties too, so a
+  /// user's spelling that contradicts the policy is refused all the same.
+  bool checked_only = false;
 };
 
 struct resolved_config final {
@@ -313,7 +318,7 @@ inline resolved_config resolve(const consumer_options& o, assignment_kind kind, 
   // Legacy and deprecated spellings of what the policy decides: librdkafka keeps topic-level
   // twins (used by its legacy consumer) and an offset store method. None may be changed.
   r.owned.push_back({"enable.auto.commit", conf_scope::topic, auto_commit ? "true" : "false",
-                     "the topic-level twin of enable.auto.commit follows the policy too"});
+                     "the topic-level twin of enable.auto.commit follows the policy too", true});
   for (const char* legacy : {"auto.commit.interval.ms", "offset.store.method"})
     r.owned.push_back(
         {legacy, conf_scope::topic, {}, "a topic-level twin of a setting the policy decides"});
@@ -407,22 +412,27 @@ inline conf_ptr build_conf(const resolved_config& r, std::string_view policy_nam
                            std::string_view given_in = "consumer_options.config") {
   conf_ptr conf(rd_kafka_conf_new());
   conf_ptr pristine(rd_kafka_conf_new());  // librdkafka's defaults, in its own spelling
+  conf_ptr probe(rd_kafka_conf_new());     // what checked_only settings are read back from
   std::vector<std::string> wanted;
   wanted.reserve(r.owned.size());
   for (const owned_setting& s : r.owned) {
     if (s.value.empty()) {
       wanted.push_back(effective(pristine.get(), s.scope, s.name));
     } else {
-      set_property(conf.get(), s.scope, s.name, s.value);
+      if (!s.checked_only)
+        set_property(conf.get(), s.scope, s.name, s.value);
+      set_property(probe.get(), s.scope, s.name, s.value);
       set_property(pristine.get(), s.scope, s.name, s.value);
       wanted.push_back(effective(pristine.get(), s.scope, s.name));
     }
   }
-  for (const auto& [key, value] : r.props)
+  for (const auto& [key, value] : r.props) {
     set_property(conf.get(), conf_scope::global, key, value);
+    set_property(probe.get(), conf_scope::global, key, value);
+  }
   for (std::size_t i = 0; i < r.owned.size(); ++i) {
     const owned_setting& s = r.owned[i];
-    const std::string got = effective(conf.get(), s.scope, s.name);
+    const std::string got = effective((s.checked_only ? probe : conf).get(), s.scope, s.name);
     if (got != wanted[i])
       throw configuration_refused(
           "commit_order::kafka: " +
