@@ -429,6 +429,24 @@ inline int run_kafka_child_postgres(const child_args& a) {
   return 2;
 }
 
+namespace detail {
+/// The topic sink (at least once) under `Policy`, with the positions in Kafka's committed
+/// offsets, stored before the write or after the brokers acknowledged it, as the policy orders.
+template <class Policy, class Layout>
+int run_into_topic(const child_args& a, const Layout& layout,
+                   const kf::topic_sink_options& sink_options, const co::settings& settings,
+                   const reporter& report) {
+  using source_t = kf::partition_source<order_event, Policy>;
+  using sink_t = paced_topic<kf::topic_sink<order_event, Layout>>;
+  source_t source(kafka_options(a.bootstrap, a.topic, a.policy), kafka_partition, settings);
+  kf::partition_offset_store store(source);
+  sink_t sink(a.pace, layout, sink_options);
+  co::pipeline<source_t, sink_t, Policy, co::with_store<kf::partition_offset_store>> p(
+      source, sink, store, settings);
+  return drive(p, source.end(), a.source, report);
+}
+}  // namespace detail
+
 /// Consumes the Kafka topic under the policy `a.policy` into the policy's output topic
 /// (kafka.hpp's output_topic), each order keyed by its id; the positions in Kafka's committed
 /// offsets, of the policy's group: committed before the write (AtMostOnce), after the brokers
@@ -443,28 +461,10 @@ inline int run_kafka_child_kafka(const child_args& a) {
   switch (a.policy) {
     case policy_id::at_most_once_auto:
       break;  // R1 refuses it (kafka_sink_refusal): nothing to run
-    case policy_id::at_most_once: {
-      using policy_t = co::AtMostOnce<>;
-      using source_t = kf::partition_source<order_event, policy_t>;
-      using sink_t = paced_topic<kf::topic_sink<order_event, layout_t>>;
-      source_t source(kafka_options(a.bootstrap, a.topic, a.policy), kafka_partition, settings);
-      kf::partition_offset_store store(source);
-      sink_t sink(a.pace, layout, sink_options);
-      co::pipeline<source_t, sink_t, policy_t, co::with_store<kf::partition_offset_store>> p(
-          source, sink, store, settings);
-      return detail::drive(p, source.end(), a.source, report);
-    }
-    case policy_id::at_least_once: {
-      using policy_t = co::AtLeastOnce<>;
-      using source_t = kf::partition_source<order_event, policy_t>;
-      using sink_t = paced_topic<kf::topic_sink<order_event, layout_t>>;
-      source_t source(kafka_options(a.bootstrap, a.topic, a.policy), kafka_partition, settings);
-      kf::partition_offset_store store(source);
-      sink_t sink(a.pace, layout, sink_options);
-      co::pipeline<source_t, sink_t, policy_t, co::with_store<kf::partition_offset_store>> p(
-          source, sink, store, settings);
-      return detail::drive(p, source.end(), a.source, report);
-    }
+    case policy_id::at_most_once:
+      return detail::run_into_topic<co::AtMostOnce<>>(a, layout, sink_options, settings, report);
+    case policy_id::at_least_once:
+      return detail::run_into_topic<co::AtLeastOnce<>>(a, layout, sink_options, settings, report);
     case policy_id::transactional: {
       using policy_t = co::TransactionalPosition<>;
       using source_t = kf::group_source<order_event, policy_t>;
