@@ -179,51 +179,88 @@ TEST_CASE("transactional_sink: an abortable answer aborts the unit, and the next
   CHECK(sink.failed_aborts() == 0);
 }
 
-TEST_CASE("transactional_sink: a fatal answer that is no fence replaces the producer") {
+TEST_CASE("transactional_sink: an abort refused as INVALID_TXN_STATE replaces the producer") {
   // INVALID_TXN_STATE from EndTxn is fatal to librdkafka's producer: every later call of it is
   // refused. The real broker gives it to an abort that overtook librdkafka's own retried
-  // AddPartitionsToTxn (tests/kafka_broker/broker_test.cpp). Nobody else owns the id, so the
-  // sink goes on with a new producer under it; a sink ended by it would stop the consumer.
+  // AddPartitionsToTxn (tests/kafka_broker/broker_test.cpp). The producer's epoch was current
+  // and nothing of the unit committed, so the sink goes on with a new producer under the id; a
+  // sink ended by it would stop the consumer. An answer that needs an abort, then the abort
+  // refused: the offsets sent first register the transaction with the coordinator, so
+  // librdkafka's abort sends EndTxn (one it never registered it ends without asking).
   kf::mock_cluster mc;
   mc.create_topic("in", 1);
   mc.create_topic("out", 1);
   source_t source(group_options(mc, "in"));
-  sink_t sink(source, layout_t("out"), producer_options(mc, "fatal"));
+  sink_t sink(source, layout_t("out"), producer_options(mc, "fatal-abort"));
   unit(sink, 0);
-
-  SUBCASE("the abort refused") {
-    // An answer that needs an abort, then the abort refused. The offsets sent first register
-    // the transaction with the coordinator, so librdkafka's abort sends EndTxn (a transaction
-    // it never registered it ends without asking).
+  const auto refused_abort = [&](std::int64_t first) {
     mc.push_request_errors(txn_offset_commit_api, {RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED});
     mc.push_request_errors(end_txn_api, {RD_KAFKA_RESP_ERR_INVALID_TXN_STATE});
-    CHECK_THROWS_AS(unit(sink, 2), kf::client_error);
+    CHECK_THROWS_AS(unit(sink, first), kf::client_error);
     sink.rollback();  // noexcept, and nothing is left open: the sink aborted where it failed
-    CHECK(sink.failed_aborts() == 1);
-    CHECK(sink.replaced_producers() == 0);  // replaced when the next unit begins
     mc.clear_request_errors(txn_offset_commit_api);
-  }
-  SUBCASE("the commit refused") {
-    mc.push_request_errors(end_txn_api, {RD_KAFKA_RESP_ERR_INVALID_TXN_STATE});
-    try {
-      unit(sink, 2);
-      FAIL("the commit succeeded");
-    } catch (const co::fenced& e) {
-      FAIL("a fatal answer that names no other owner is no fence: " << e.what());
-    } catch (const kf::client_error& e) {
-      CHECK(e.code() == RD_KAFKA_RESP_ERR_INVALID_TXN_STATE);
-      CHECK(std::string(e.what()).find("(fatal)") != std::string::npos);
-    }
-    sink.rollback();
-    CHECK(sink.failed_aborts() == 0);  // nothing was left to abort: librdkafka ended it
-  }
-  mc.clear_request_errors(end_txn_api);
-  unit(sink, 2);  // begins with a new producer under the same transactional.id
+    mc.clear_request_errors(end_txn_api);
+  };
+  refused_abort(2);
+  CHECK(sink.failed_aborts() == 1);
+  CHECK(sink.replaced_producers() == 0);  // replaced when the next claim or unit begins
+  unit(sink, 2);                          // begins with a new producer under the same id
   CHECK(sink.replaced_producers() == 1);
   CHECK(sink.commits() == 2);
   unit(sink, 4);
   CHECK(sink.replaced_producers() == 1);
   CHECK(sink.commits() == 3);
+
+  SUBCASE("refused again and again with no commit between: the sink ends") {
+    // One refusal follows a unit that committed; a refusal after three fresh producers is not
+    // that race, and replacing on would fence any other holder of the id at every unit.
+    refused_abort(6);
+    for (int replaced = 0; replaced < 3; ++replaced) {
+      CAPTURE(replaced);
+      mc.push_request_errors(txn_offset_commit_api, {RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED});
+      mc.push_request_errors(end_txn_api, {RD_KAFKA_RESP_ERR_INVALID_TXN_STATE});
+      CHECK_THROWS_AS(unit(sink, 6), kf::client_error);
+      sink.rollback();
+      mc.clear_request_errors(txn_offset_commit_api);
+      mc.clear_request_errors(end_txn_api);
+    }
+    CHECK(sink.replaced_producers() == 4);  // one above, three here
+    std::string ended;
+    try {
+      unit(sink, 6);
+    } catch (const kf::client_error& e) {
+      ended = e.what();
+    }
+    CHECK(ended.find("aborting a transaction") != std::string::npos);
+    CHECK(ended.find("INVALID_TXN_STATE") != std::string::npos);
+    CHECK(sink.replaced_producers() == 4);
+  }
+}
+
+TEST_CASE("transactional_sink: a fatal answer to the commit ends the sink") {
+  // librdkafka makes a commit that "succeeded on the broker but failed locally" fatal too: the
+  // unit may have committed, so it must never be written again in place by a new producer.
+  kf::mock_cluster mc;
+  mc.create_topic("in", 1);
+  mc.create_topic("out", 1);
+  source_t source(group_options(mc, "in"));
+  sink_t sink(source, layout_t("out"), producer_options(mc, "fatal-commit"));
+  unit(sink, 0);
+  mc.push_request_errors(end_txn_api, {RD_KAFKA_RESP_ERR_INVALID_TXN_STATE});
+  try {
+    unit(sink, 2);
+    FAIL("the commit succeeded");
+  } catch (const co::fenced& e) {
+    FAIL("a fatal answer that names no other owner is no fence: " << e.what());
+  } catch (const kf::client_error& e) {
+    CHECK(e.code() == RD_KAFKA_RESP_ERR_INVALID_TXN_STATE);
+    CHECK(std::string(e.what()).find("(fatal)") != std::string::npos);
+  }
+  sink.rollback();
+  mc.clear_request_errors(end_txn_api);
+  CHECK_THROWS_AS(unit(sink, 2), kf::client_error);  // every later call throws the same
+  CHECK(sink.replaced_producers() == 0);
+  CHECK(sink.commits() == 1);
 }
 
 TEST_CASE("transactional_sink: a unit that outlived the transaction timeout is told apart") {

@@ -17,7 +17,8 @@
 // the cluster the sink writes to (part rule KF8). The producer's transactional.id is the owner's,
 // stable across its restarts (a restarted owner aborts its predecessor's open transaction by
 // it); a sink that was fenced stays fenced, and its producer is never used again. A producer
-// that failed fatally otherwise is replaced by a new one under the same id before the next unit.
+// whose abort the coordinator refused as INVALID_TXN_STATE (an abort overtaking librdkafka's own
+// retried AddPartitionsToTxn) is replaced by a new one under the same id.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -131,8 +132,7 @@ class transactional_sink final {
 
   void begin() {
     rethrow_if_fenced();
-    if (retired_)
-      replace_producer();
+    replace_if_retired();
     settle();
     unit_began_ = clock::now();
     staged_.clear();
@@ -191,6 +191,7 @@ class transactional_sink final {
     in_transaction_ = false;
     staged_.clear();
     ++commits_;
+    replacements_since_commit_ = 0;
   }
 
   void rollback() noexcept {
@@ -208,12 +209,17 @@ class transactional_sink final {
         pending_ = ending::abort;  // unfinished: called again before the next unit (settle)
       else if (is_fencing(code) && !by_coordinator(code))
         dead_ = fencing_error("aborting a transaction", code);
-      else
-        // Failed for good, and not fenced: the coordinator may refuse an abort that reaches a
-        // transaction it already finished (INVALID_TXN_STATE, when librdkafka's abort overtakes
-        // its own retried AddPartitionsToTxn), which librdkafka makes fatal to the producer.
-        // Nothing of the unit committed; the next unit begins with a new producer.
+      else if (rd_kafka_error_is_fatal(e.get()) && code == RD_KAFKA_RESP_ERR_INVALID_TXN_STATE &&
+               replacements_since_commit_ < max_replacements)
+        // The coordinator refused an abort that reached a transaction it had already finished:
+        // librdkafka's abort overtook its own retried AddPartitionsToTxn, right after the
+        // previous unit committed, and librdkafka makes that fatal to the producer. The
+        // producer's epoch was current (a stale one is answered as fenced), nothing of the unit
+        // committed, and the next unit begins with a new producer under the id.
         retired_ = true;
+      else  // failed for good: the coordinator aborts at its timeout; the producer is not reused
+        dead_ = std::make_exception_ptr(
+            client_error("aborting a transaction", code, rd_kafka_error_string(e.get())));
     }
   }
 
@@ -238,8 +244,14 @@ class transactional_sink final {
   }
   /// The owner is the member at group generation `e`, which the coordinator checks at each
   /// commit: nothing is written here.
-  [[nodiscard]] std::optional<position> claim(partition_id k, epoch) { return load_position(k); }
+  /// A retired producer is replaced first: its init aborts what the old one left open, which
+  /// the offset fetch would otherwise wait for until the transaction timeout.
+  [[nodiscard]] std::optional<position> claim(partition_id k, epoch) {
+    replace_if_retired();
+    return load_position(k);
+  }
   [[nodiscard]] claimed claim_next(partition_id k) {
+    replace_if_retired();
     return claimed{epoch::of(0, generation().value_or(0)), load_position(k)};
   }
 
@@ -249,9 +261,11 @@ class transactional_sink final {
   [[nodiscard]] std::size_t commits() const noexcept { return commits_; }
   /// Messages produced so far, aborted attempts included.
   [[nodiscard]] std::size_t produced() const noexcept { return produced_; }
-  /// Aborts that did not reach the coordinator (it aborts at the timeout instead).
+  /// Aborts that failed: unfinished ones are finished before the next unit, a refused one
+  /// retires the producer (replaced_producers), any other ends the sink (the coordinator
+  /// aborts at the timeout).
   [[nodiscard]] std::size_t failed_aborts() const noexcept { return failed_aborts_; }
-  /// Producers replaced, each after a fatal error that was not fencing.
+  /// Producers replaced, each after an abort the coordinator refused as INVALID_TXN_STATE.
   [[nodiscard]] std::size_t replaced_producers() const noexcept { return replaced_; }
   [[nodiscard]] const producer_options& options() const noexcept { return options_; }
 
@@ -289,8 +303,10 @@ class transactional_sink final {
     });
     if (!e) {
       pending_ = ending::none;
-      if (committing)
+      if (committing) {
         ++commits_;
+        replacements_since_commit_ = 0;
+      }
       return;
     }
     if (rd_kafka_error_is_retriable(e.get())) {
@@ -424,9 +440,8 @@ class transactional_sink final {
     return std::make_exception_ptr(fenced(mine, k, by));
   }
 
-  /// What librdkafka answered to `operation`, as the library's error. Fencing by a newer
-  /// producer ends the sink: the error is kept and thrown again by every later call. Any other
-  /// fatal error retires the producer, and the next unit begins with a new one. An
+  /// What librdkafka answered to `operation`, as the library's error. Fencing (or any fatal
+  /// error) ends the producer: the error is kept and thrown again by every later call. An
   /// abortable one aborts the transaction and is thrown as a client_error (the world's: the
   /// pipeline reads the unit again from the committed offsets at its next poll).
   [[noreturn]] void fail(const std::string& operation, detail::error_ptr e) {
@@ -454,26 +469,27 @@ class transactional_sink final {
     }
     // The coordinator refusing a replaced member leaves the producer sound: once the member
     // rejoins, its next claim starts from the group's offsets. A producer fenced by a newer
-    // one is never used again. One failed fatally otherwise is retired: the next unit begins
-    // with a new producer under the same transactional.id.
-    if (fencing && !by_coordinator(code))
+    // one, or failed fatally, is never used again. (A fatal answer to the commit may follow a
+    // commit the broker made: librdkafka's "succeeded on the broker but failed locally".)
+    if (fatal || (fencing && !by_coordinator(code)))
       dead_ = why;
-    else if (fatal)
-      retired_ = true;
     std::rethrow_exception(why);
   }
 
-  /// A new producer under the same transactional.id, in place of one a fatal error that was not
-  /// fencing retired. Its init_transactions bumps the id's epoch and aborts what the old one
-  /// left open, as a restart of the owner would; the unit it begins claims from the group's
-  /// offsets, which only a committed transaction moved. Called before the next unit begins:
-  /// librdkafka refuses every call of a producer in a fatal state.
-  void replace_producer() {
+  /// A new producer under the same transactional.id, in place of one a refused abort retired
+  /// (librdkafka refuses every call of a producer in a fatal state). Its init_transactions
+  /// bumps the id's epoch and aborts what the old one left open, as a restart of the owner
+  /// would, and fences any other holder of the id, as a restart would too. Before the next
+  /// claim or unit, so that the claim reads the group's offsets with nothing open. At most
+  /// max_replacements without a commit between them: past that, the refusal ends the sink.
+  void replace_if_retired() {
+    if (!retired_)
+      return;
     rk_.reset();
-    pending_ = ending::none;  // the old producer's unfinished ending: the new one's init ends it
     create_producer();
     retired_ = false;
     ++replaced_;
+    ++replacements_since_commit_;
   }
 
   void rethrow_if_fenced() const {
@@ -490,12 +506,16 @@ class transactional_sink final {
   std::exception_ptr dead_;  // why the producer may not be used again
   clock::time_point unit_began_{};
   bool in_transaction_ = false;
-  bool retired_ = false;  // a fatal error that was not fencing: replaced before the next unit
+  bool retired_ = false;  // an abort refused as INVALID_TXN_STATE: replaced before what is next
   ending pending_ = ending::none;
   std::size_t produced_ = 0;
   std::size_t commits_ = 0;
   std::size_t failed_aborts_ = 0;
   std::size_t replaced_ = 0;
+  std::size_t replacements_since_commit_ = 0;
+  /// Refused aborts survived without a commit between them: one refusal follows a unit that
+  /// committed, so a refusal after several fresh producers is something else.
+  static constexpr std::size_t max_replacements = 3;
 };
 
 }  // namespace commit_order::kafka
