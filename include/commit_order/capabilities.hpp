@@ -51,6 +51,14 @@ struct Emits final {
 struct Flushed final {
   static constexpr std::string_view name = "Flushed";
 };
+/// Declared by a dead-letter sink whose letters are written in the pipeline's sink's own
+/// transaction (`using sink_type = ...;` names that sink), durable with the commit that passes
+/// their records' position rather than when put() returns: a letter and the position that
+/// passes its record commit together, or neither does. Only that sink, storing the position in
+/// its transaction (TransactionalPosition), may be the pipeline's sink (R21).
+struct CommitsWithSink final {
+  static constexpr std::string_view name = "CommitsWithSink";
+};
 /// Multi-row transactions that can also store and load the consumer's position.
 struct Transactional final {
   static constexpr std::string_view name = "Transactional";

@@ -437,13 +437,24 @@ concept partitioned_dead_letter_sink = requires(D& d, partition_id k, offset o, 
 };
 
 /// Where records that failed for good go: `put(source_offset, event, reason)` (or the
-/// partitioned form) is durable on return, at the sink's declared durability level. A letter is
-/// keyed by its record, (partition, offset): a replay that gives up on the same record again
+/// partitioned form) is durable on return, at the sink's declared durability level (or, for
+/// letters declaring CommitsWithSink, with the sink's commit that passes the record: R21). A letter
+/// is keyed by its record, (partition, offset): a replay that gives up on the same record again
 /// -- after a crash between the letter and the unit's commit -- must not add a second one.
 template <class D, class Event>
 concept dead_letter_sink = partitioned_dead_letter_sink<D, Event> ||
     requires(D& d, offset o, const Event& e, const char* reason) {
   d.put(o, e, reason);
+};
+
+/// L gives the key and value bytes a dead letter of an Event keeps (none: a null key or value):
+///   static std::optional<std::vector<std::byte>> key(const Event&);
+///   static std::optional<std::vector<std::byte>> value(const Event&);
+/// kafka::letter_bytes<Codec> is the one for Kafka's decoded events.
+template <class L, class Event>
+concept letter_format = requires(const Event& e) {
+  { L::key(e) } -> std::same_as<std::optional<std::vector<std::byte>>>;
+  { L::value(e) } -> std::same_as<std::optional<std::vector<std::byte>>>;
 };
 
 namespace detail {

@@ -350,6 +350,16 @@ struct kafka_layout_members final {
   static constexpr std::string_view prevents = "keys or headers skipped without a word";
 };
 
+struct kafka_letter_format final {
+  static constexpr std::string_view id = "KF11";
+  static constexpr std::string_view part = "kafka::transactional_dead_letters";
+  static constexpr std::string_view message =
+      "commit_order KF11: the dead letters' Letter does not give a letter's bytes -- it needs "
+      "static std::optional<std::vector<std::byte>> key(const Event&) and value(const Event&), "
+      "e.g. kafka::letter_bytes<Codec>";
+  static constexpr std::string_view prevents = "a dead letter that keeps nothing of its record";
+};
+
 struct kafka_producer_codec final {
   static constexpr std::string_view id = "KF5";
   static constexpr std::string_view part = "kafka::producer";
@@ -434,18 +444,20 @@ struct rule_list final {
 };
 
 /// Every rule a part checks of itself, by family.
-using all_part_rules = rule_list<
-    max_transaction_rows_zero, retry_count_zero, memory_idempotent_without_key,
-    memory_guard_without_upsert, memory_append_only_upsert, file_trivial_codec_event,
-    file_codec_shape, file_sync_policy, sqlite_identifier, sqlite_empty_key,
-    sqlite_column_elsewhere, sqlite_duplicate_column, sqlite_column_type, sqlite_version_in_key,
-    sqlite_version_not_a_column, sqlite_version_not_a_number, sqlite_unsafe_journal,
-    postgres_identifier, postgres_empty_key, postgres_column_elsewhere, postgres_duplicate_column,
-    postgres_column_type, postgres_version_elsewhere, postgres_version_not_a_column,
-    postgres_letter_format, kafka_source_policy, kafka_codec_decodes, kafka_trivial_codec_event,
-    kafka_offset_store_source, kafka_producer_codec, kafka_key_codec, kafka_big_endian_integer,
-    kafka_transactional_sink_source, kafka_layout_maps_row, kafka_layout_members, json_no_fields,
-    json_duplicate_field, json_field_elsewhere, json_field_type, json_event_default_constructible>;
+using all_part_rules =
+    rule_list<max_transaction_rows_zero, retry_count_zero, memory_idempotent_without_key,
+              memory_guard_without_upsert, memory_append_only_upsert, file_trivial_codec_event,
+              file_codec_shape, file_sync_policy, sqlite_identifier, sqlite_empty_key,
+              sqlite_column_elsewhere, sqlite_duplicate_column, sqlite_column_type,
+              sqlite_version_in_key, sqlite_version_not_a_column, sqlite_version_not_a_number,
+              sqlite_unsafe_journal, postgres_identifier, postgres_empty_key,
+              postgres_column_elsewhere, postgres_duplicate_column, postgres_column_type,
+              postgres_version_elsewhere, postgres_version_not_a_column, postgres_letter_format,
+              kafka_source_policy, kafka_codec_decodes, kafka_trivial_codec_event,
+              kafka_offset_store_source, kafka_producer_codec, kafka_key_codec,
+              kafka_big_endian_integer, kafka_transactional_sink_source, kafka_layout_maps_row,
+              kafka_layout_members, kafka_letter_format, json_no_fields, json_duplicate_field,
+              json_field_elsewhere, json_field_type, json_event_default_constructible>;
 
 namespace detail {
 template <class Rule, class List>

@@ -142,6 +142,21 @@ inline constexpr int position_rank = [] {
     return store_rank<C>;
   }
 }();
+
+/// D's letters are written in the transaction of a sink: the one it names (sink_type) and
+/// returns (sink()), which the pipeline checks is its own.
+template <class D>
+concept letters_with_sink = has_capability_v<D, CommitsWithSink>;
+template <class D, class Sink>
+inline constexpr bool letters_of_sink = [] {
+  if constexpr (requires(const D& d) {
+                  typename D::sink_type;
+                  { d.sink() } -> std::same_as<const typename D::sink_type&>;
+                })
+    return std::is_same_v<typename D::sink_type, Sink>;
+  else
+    return false;
+}();
 }  // namespace detail
 
 namespace rules {
@@ -695,6 +710,32 @@ struct dead_letters_less_durable final {
       (declared_durability_t<typename C::dead_letters_type, Volatile>::rank < detail::sink_rank<C>);
 };
 
+/// R21 — dead letters written in a sink's own transaction are durable only with the commit
+/// that passes their records' position: the position must be stored in that transaction, by
+/// that sink. Elsewhere the position would pass a record whose letter was never committed.
+struct letters_need_their_sink final {
+  static constexpr std::string_view id = "R21";
+  static constexpr std::string_view message =
+      "commit_order R21: these dead letters commit with their sink's transaction, and this "
+      "pipeline does not store its position there -- use their sink as the pipeline's sink under "
+      "TransactionalPosition, or dead letters durable on put()";
+  static constexpr std::string_view prevents =
+      "a position past a record whose dead letter never committed";
+  template <class C>
+  static constexpr bool violated = [] {
+    if constexpr (C::has_dead_letters && C::error_handling_type::dead_letters) {
+      using D = typename C::dead_letters_type;
+      if constexpr (detail::letters_with_sink<D>)
+        return !(detail::letters_of_sink<D, typename C::sink_type> &&
+                 policy_facts_v<typename C::policy_type>.position_in_sink);
+      else
+        return false;
+    } else {
+      return false;
+    }
+  }();
+};
+
 /// R13 — an executor calls the sink from several threads.
 struct executor_needs_concurrent_sink final {
   static constexpr std::string_view id = "R13";
@@ -879,22 +920,24 @@ struct rule_list final {
   static constexpr std::size_t size = sizeof...(Rules);
 };
 
-using all_rules = rule_list<
-    unknown_option, not_a_trigger, not_a_policy, malformed_step_order, not_a_source,
-    source_durability_undeclared, apply_takes_mutable_row, not_a_sink, bad_transform, row_mismatch,
-    flush_not_callable, undeclared_capabilities, sink_durability_undeclared, restated_capabilities,
-    append_only_upsert, keyless_idempotency, transactional_shape, transactional_position_shape,
-    load_position_type, not_a_position_store, store_durability_undeclared, bad_error_handling,
-    not_dead_letters, not_an_executor, unused_dead_letters, unused_store, unused_clock, bad_clock,
-    bad_fault_injector, observer_hook_mismatch, partition_scoped_apply, source_policy_mismatch,
-    side_effects_need_outbox, key_must_derive_from_event, auto_commit_makes_order_lossy,
-    auto_commit_needs_idempotent_sink, replay_needs_idempotent_sink,
-    position_needs_transactional_sink, transactional_position_needs_offset_guard,
-    offset_guard_needs_partition, ledger_must_not_lose, position_store_missing,
-    positions_per_partition, group_needs_fencing_sink, sink_less_durable_than_store,
-    store_less_durable_than_sink, source_less_durable_than_position, dead_letters_missing,
-    dead_letters_less_durable, executor_needs_concurrent_sink, executor_needs_durable_apply,
-    executor_splits_transaction, out_of_order_needs_offset_guard, retry_needs_idempotent_sink>;
+using all_rules =
+    rule_list<unknown_option, not_a_trigger, not_a_policy, malformed_step_order, not_a_source,
+              source_durability_undeclared, apply_takes_mutable_row, not_a_sink, bad_transform,
+              row_mismatch, flush_not_callable, undeclared_capabilities, sink_durability_undeclared,
+              restated_capabilities, append_only_upsert, keyless_idempotency, transactional_shape,
+              transactional_position_shape, load_position_type, not_a_position_store,
+              store_durability_undeclared, bad_error_handling, not_dead_letters, not_an_executor,
+              unused_dead_letters, unused_store, unused_clock, bad_clock, bad_fault_injector,
+              observer_hook_mismatch, partition_scoped_apply, source_policy_mismatch,
+              side_effects_need_outbox, key_must_derive_from_event, auto_commit_makes_order_lossy,
+              auto_commit_needs_idempotent_sink, replay_needs_idempotent_sink,
+              position_needs_transactional_sink, transactional_position_needs_offset_guard,
+              offset_guard_needs_partition, ledger_must_not_lose, position_store_missing,
+              positions_per_partition, group_needs_fencing_sink, sink_less_durable_than_store,
+              store_less_durable_than_sink, source_less_durable_than_position, dead_letters_missing,
+              dead_letters_less_durable, letters_need_their_sink, executor_needs_concurrent_sink,
+              executor_needs_durable_apply, executor_splits_transaction,
+              out_of_order_needs_offset_guard, retry_needs_idempotent_sink>;
 
 namespace detail {
 // Each predicate is only instantiated once every rule before it has passed.

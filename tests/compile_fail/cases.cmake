@@ -54,6 +54,8 @@ compile_fail_case(r15_out_of_order_needs_offset_guard R15
   "commit_order R15: writes handed to an executor land out of order")
 compile_fail_case(r20_executor_flushing_sink R20
   "commit_order R20: this sink makes rows durable only at flush()")
+compile_fail_case(r21_letters_need_their_sink R21
+  "commit_order R21: these dead letters commit with their sink's transaction")
 compile_fail_case(r16_retry_needs_idempotent_sink R16
   "commit_order R16: retrying a write outside a transaction can apply it twice")
 compile_fail_case(r16_world_retry_needs_idempotent_sink R16
@@ -234,6 +236,8 @@ compile_fail_case(kf9_layout_maps_row KF9
   "commit_order KF9: the sink's Layout does not map its Row to a message")
 compile_fail_case(kf10_layout_members KF10
   "commit_order KF10: the sink's Layout names key or headers but not in the shape the sink calls")
+compile_fail_case(kf11_letter_format KF11
+  "commit_order KF11: the dead letters' Letter does not give a letter's bytes")
 compile_fail_case(js1_no_fields JS1
   "commit_order JS1: json::codec has no fields")
 compile_fail_case(js2_duplicate_field_name JS2

@@ -7,7 +7,9 @@
 // application as one error of the library's, whatever shape librdkafka gives it.
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -502,4 +504,146 @@ TEST_CASE("transactional_sink: a source on another cluster is refused at constru
     CHECK(std::string(e.what()).find("only on the cluster that holds the group") !=
           std::string::npos);
   }
+}
+
+namespace {
+
+/// A letter keeps the order's id as its key and the order's bytes as its value.
+struct order_letter final {
+  static std::optional<std::vector<std::byte>> key(const order& o) {
+    std::vector<std::byte> out;
+    kf::string_codec::encode("order-" + std::to_string(o.order_id), out);
+    return out;
+  }
+  static std::optional<std::vector<std::byte>> value(const order& o) {
+    std::vector<std::byte> out;
+    kf::trivial_codec<order>::encode(o, out);
+    return out;
+  }
+};
+using letters_t = sink_t::dead_letters<order, order_letter>;
+
+/// The letters `seen` holds, as "partition/offset:reason" from their headers.
+std::vector<std::string> letters_in(const std::vector<seen_message>& seen) {
+  std::vector<std::string> out;
+  for (const seen_message& m : seen) {
+    std::string partition, at, reason, topic;
+    for (const std::string& h : m.headers) {
+      const std::string name = h.substr(0, h.find('='));
+      const std::string value = h.substr(h.find('=') + 1);
+      if (name == "commit_order.source.partition")
+        partition = value;
+      else if (name == "commit_order.source.offset")
+        at = value;
+      else if (name == "commit_order.reason")
+        reason = value;
+      else if (name == "commit_order.source.topic")
+        topic = value;
+    }
+    out.push_back(topic + ":" + partition + "/" + at + ":" + reason + ":" + m.key);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("transactional_sink: a dead letter commits with the position that passes its record") {
+  kf::mock_cluster mc;
+  mc.create_topic("in", 2);
+  mc.create_topic("out", 1);
+  mc.create_topic("dead", 1);
+  source_t source(group_options(mc, "in"));
+  sink_t sink(source, layout_t("out"), producer_options(mc, "letters"));
+  letters_t letters(sink, "dead");
+  CHECK(&letters.sink() == &sink);
+
+  // Record 1 of partition 0 is given up on; the unit's first attempt was rolled back.
+  letters.put(co::partition_id{0}, co::offset{1}, order{41, 1, 10}, "bad amount");
+  letters.put(co::partition_id{0}, co::offset{1}, order{41, 1, 10}, "again");  // kept once
+  CHECK(sink.letters_waiting() == 1);
+
+  SUBCASE("a transaction whose position does not pass the record leaves the letter waiting") {
+    // Another partition's position, then partition 0's up to the record itself.
+    sink.begin();
+    sink.store_position(co::partition_id{1}, co::position{5}, co::epoch{1});
+    sink.commit();
+    sink.begin();
+    sink.apply(co::partition_id{0}, co::offset{0}, order{40, 1, 10});
+    sink.store_position(co::partition_id{0}, co::position{1}, co::epoch{1});
+    sink.commit();
+    CHECK(sink.letters_waiting() == 1);
+    CHECK(sink.letters_committed() == 0);
+    CHECK(read_topic(mc, "dead").empty());
+  }
+
+  SUBCASE("an aborted attempt's letter goes into the next attempt") {
+    mc.push_request_errors(txn_offset_commit_api, {RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED});
+    sink.begin();
+    sink.apply(co::partition_id{0}, co::offset{0}, order{40, 1, 10});
+    sink.store_position(co::partition_id{0}, co::position{2}, co::epoch{1});
+    CHECK_THROWS_AS(sink.commit(), kf::client_error);
+    sink.rollback();
+    mc.clear_request_errors(txn_offset_commit_api);
+    // Its copy was aborted with the unit (librdkafka purges what it had not sent; a broker's
+    // read_committed reader skips what it had): the letter waits for the next attempt.
+    CHECK(sink.letters_waiting() == 1);
+    CHECK(sink.letters_committed() == 0);
+  }
+
+  sink.begin();
+  sink.apply(co::partition_id{0}, co::offset{0}, order{40, 1, 10});
+  sink.store_position(co::partition_id{0}, co::position{2}, co::epoch{1});
+  sink.commit();
+  CHECK(sink.letters_waiting() == 0);
+  CHECK(sink.letters_committed() == 1);
+  const std::vector<std::string> seen = letters_in(read_topic(mc, "dead"));
+  REQUIRE_FALSE(seen.empty());
+  CHECK(seen.back() == "in:0/1:bad amount:order-41");
+
+  // Committed once: the next unit carries it no more.
+  sink.begin();
+  sink.store_position(co::partition_id{0}, co::position{3}, co::epoch{1});
+  sink.commit();
+  CHECK(read_topic(mc, "dead").size() == seen.size());
+}
+
+TEST_CASE("transactional_sink: a claim forgets the letters of its partition") {
+  // After a claim the partition's records are read again from the claimed position: a record
+  // failing again is given up on again, and a letter kept from before would be a second one.
+  kf::mock_cluster mc;
+  mc.create_topic("in", 2);
+  mc.create_topic("out", 1);
+  mc.create_topic("dead", 1);
+  source_t source(group_options(mc, "in"));
+  sink_t sink(source, layout_t("out"), producer_options(mc, "claimed-letters"));
+  letters_t letters(sink, "dead");
+  letters.put(co::partition_id{0}, co::offset{1}, order{1, 1, 1}, "bad");
+  letters.put(co::partition_id{1}, co::offset{4}, order{2, 1, 1}, "bad");
+  sink.begin();
+  (void)sink.claim(co::partition_id{0}, co::epoch{1});
+  sink.commit();
+  CHECK(sink.letters_waiting() == 1);  // partition 1's
+  sink.begin();
+  sink.store_position(co::partition_id{0}, co::position{9}, co::epoch{1});
+  sink.store_position(co::partition_id{1}, co::position{5}, co::epoch{1});
+  sink.commit();
+  CHECK(letters_in(read_topic(mc, "dead")) == std::vector<std::string>{"in:1/4:bad:order-2"});
+}
+
+TEST_CASE("transactional_sink: dead letters refuse an empty topic and the source's topic") {
+  kf::mock_cluster mc;
+  mc.create_topic("in", 1);
+  mc.create_topic("out", 1);
+  source_t source(group_options(mc, "in"));
+  sink_t sink(source, layout_t("out"), producer_options(mc, "letters-refused"));
+  const auto refused = [&](const std::string& topic) -> std::string {
+    try {
+      letters_t letters(sink, topic);
+    } catch (const kf::configuration_refused& e) {
+      return e.what();
+    }
+    return "(not refused)";
+  };
+  CHECK(refused("").find("the dead-letter topic is empty") != std::string::npos);
+  CHECK(refused("in").find("would be read again as a record") != std::string::npos);
 }

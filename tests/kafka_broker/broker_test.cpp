@@ -1887,6 +1887,89 @@ TEST_CASE("kafka::transactional_sink: units aborted just after a commit leave th
   source.close();
 }
 
+namespace {
+
+/// A layout that refuses every order whose id is 3 modulo 7: records given up on for good.
+struct poisoned_layout final {
+  std::string to;
+  static bool poisoned(std::int64_t id) { return id % 7 == 3; }
+  [[nodiscard]] std::string_view topic(const order_event&) const { return to; }
+  void key(const order_event& e, std::vector<std::byte>& out) const {
+    kf::big_endian_codec<std::int64_t>::encode(e.order_id, out);
+  }
+  void value(const order_event& e, std::vector<std::byte>& out) const {
+    if (poisoned(e.order_id))
+      throw std::runtime_error("the layout refuses order " + std::to_string(e.order_id));
+    kf::trivial_codec<order_event>::encode(e, out);
+  }
+};
+
+/// A letter keeps the order's bytes, as the output would have.
+struct order_letter final {
+  static std::optional<std::vector<std::byte>> key(const order_event& e) {
+    std::vector<std::byte> out;
+    kf::big_endian_codec<std::int64_t>::encode(e.order_id, out);
+    return out;
+  }
+  static std::optional<std::vector<std::byte>> value(const order_event& e) {
+    std::vector<std::byte> out;
+    kf::trivial_codec<order_event>::encode(e, out);
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("kafka::transactional_sink: dead letters commit with the offsets that pass them") {
+  // Every seventh order is refused by the layout and given up on (dead_letter<0>): its letter
+  // goes to a topic of its own inside the transaction that commits the group's offsets past
+  // it. A read_committed reader of the letters sees each refused order once, across a restart
+  // of the owner, and the output holds every other order once.
+  broker b;
+  const std::string input = unique("tsink-dlt-in");
+  const std::string output = unique("tsink-dlt-out");
+  const std::string dead = unique("tsink-dlt-dead");
+  const std::string group = unique("tsink-dlt-group");
+  const std::string id = unique("tsink-dlt-txn");
+  b.create_topic(input, 2);
+  b.create_topic(output, 1);
+  b.create_topic(dead, 1);
+  using sink_t = kf::transactional_sink<order_event, poisoned_layout, group_t>;
+  using letters_t = sink_t::dead_letters<order_event, order_letter>;
+  using dlt_pipeline_t =
+      co::pipeline<group_t, sink_t, policy_t, co::with_error_handling<co::dead_letter<>>,
+                   co::with_dead_letters<letters_t>>;
+  std::vector<std::int64_t> sent = ids_of(produce(b, input, 20, 0));
+  std::size_t committed_letters = 0;
+  const auto run_to = [&](std::int64_t each) {
+    group_t source(b.consumer(input, group));
+    sink_t sink(source, poisoned_layout{output}, transactional(b, id));
+    letters_t letters(sink, dead);
+    dlt_pipeline_t p(source, sink, letters, co::settings{.batch_size = 16});
+    kf::offset_store committed(source);
+    pump_until(p, "both committed offsets at " + std::to_string(each), [&] {
+      return committed.load(p0) == co::position{each} && committed.load(p1) == co::position{each};
+    });
+    CHECK(sink.letters_waiting() == 0);
+    committed_letters += sink.letters_committed();
+    source.close();
+  };
+  run_to(20);
+  const std::vector<std::int64_t> more = ids_of(produce(b, input, 20, 1000));
+  sent.insert(sent.end(), more.begin(), more.end());
+  run_to(40);  // the owner restarted under its transactional.id and group
+  std::vector<std::int64_t> kept, refused;
+  for (const std::int64_t order : sent)
+    (poisoned_layout::poisoned(order) ? refused : kept).push_back(order);
+  REQUIRE_FALSE(refused.empty());
+  CHECK(committed_letters == refused.size());
+  CHECK(sorted(read_all(b, output, "read_committed")) == sorted(kept));
+  const std::vector<std::int64_t> letters = read_all(b, dead, "read_committed");
+  MESSAGE(letters.size() << " letters for " << refused.size() << " refused of " << sent.size());
+  CHECK(sorted(letters) == sorted(refused));
+  CHECK(in_input_order(letters));
+}
+
 TEST_CASE("kafka::transactional_sink: an owner restarted under the same id fences its zombie") {
   broker b;
   const std::string input = unique("tsink-zombie-in");

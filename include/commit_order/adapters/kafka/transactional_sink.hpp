@@ -19,10 +19,19 @@
 // it); a sink that was fenced stays fenced, and its producer is never used again. A producer
 // whose abort the coordinator refused as INVALID_TXN_STATE (an abort overtaking librdkafka's own
 // retried AddPartitionsToTxn) is replaced by a new one under the same id.
+//
+//   transactional_sink<Row, Layout, Source>::dead_letters<Event, Letter>
+//
+// is where dead_letter<N> puts what it gives up on: a dead-letter topic written inside the same
+// transactions, so a letter and the position that passes its record commit together (R21). A
+// letter waits in the sink until a unit's staged position passes its record, is produced in
+// that unit's transaction, and is forgotten once that commits; an aborted attempt's copy is
+// marked aborted with the rest of it, and the letter goes into the next attempt.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
 
+#include <sys/types.h>
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -76,6 +85,26 @@ template <class Source>
 struct is_group_source : std::false_type {};
 template <class Event, class Policy, class Codec>
 struct is_group_source<group_source<Event, Policy, Codec>> : std::true_type {};
+
+/// A dead letter, kept until the transaction that passes its record commits.
+struct pending_letter final {
+  std::string topic;
+  partition_id partition;
+  offset at;
+  std::optional<std::vector<std::byte>> key;
+  std::optional<std::vector<std::byte>> value;
+  std::string reason;
+  bool sent = false;  ///< produced in the transaction that is open or committing
+};
+
+/// The Letter the dead letters stand on once KF11 refused the one given: it declares what a
+/// Letter has and defines none of it, so that the check's message is the one error.
+struct refused_letter final {
+  template <class Event>
+  static std::optional<std::vector<std::byte>> key(const Event& e);
+  template <class Event>
+  static std::optional<std::vector<std::byte>> value(const Event& e);
+};
 }  // namespace detail
 
 /// A Kafka topic written in producer transactions that carry the consuming group's offsets.
@@ -128,12 +157,65 @@ class transactional_sink final {
       rollback();
   }
 
+  /// The dead-letter topic of this sink's transactions: `with_dead_letters<sink_t::
+  /// dead_letters<Event, Letter>>`, built on the sink the pipeline writes through (the pipeline
+  /// checks it is the same object). Event is the pipeline's source event; Letter gives a
+  /// letter's key and value bytes (commit_order::letter_format, e.g. kafka::letter_bytes<Codec>
+  /// for `decoded` events). Each letter's message carries the record's coordinates and the
+  /// reason in headers: commit_order.source.topic, commit_order.source.partition and
+  /// commit_order.source.offset (decimal text), commit_order.reason.
+  template <class Event, class Letter>
+  class dead_letters final {
+    static_assert(part_rules::require<part_rules::kafka_letter_format,
+                                      commit_order::letter_format<Letter, Event>>());
+    using letter_type = std::conditional_t<commit_order::letter_format<Letter, Event>, Letter,
+                                           detail::refused_letter>;
+
+   public:
+    using sink_type = transactional_sink;
+    /// Committed by the sink's transactions (R21), at the sink's durability.
+    using capabilities = commit_order::capabilities<Replicated, CommitsWithSink>;
+
+    /// Letters to `topic`, in `sink`'s transactions; keeps a reference: the sink must outlive
+    /// them. The topic may not be empty nor the one the sink's source reads (each letter would
+    /// be read again as a record).
+    dead_letters(transactional_sink& sink, std::string topic)
+        : sink_(&sink), topic_(std::move(topic)) {
+      if (topic_.empty())
+        refuse("the dead-letter topic is empty: name the topic the letters go to");
+      if (sink.client_ != nullptr && topic_ == sink.client_->topic())
+        refuse("the dead-letter topic '" + topic_ +
+               "' is the topic the source reads: each letter would be read again as a record -- "
+               "give the letters a topic of their own");
+    }
+
+    /// Keeps the letter of the record at offset `o` of partition `k`, for the transaction whose
+    /// position passes the record: durable once that commits, never before. A letter of the
+    /// same record kept already is left as it is.
+    void put(partition_id k, offset o, const Event& e, const char* reason) {
+      sink_->keep_letter(detail::pending_letter{topic_, k, o, letter_type::key(e),
+                                                letter_type::value(e),
+                                                reason != nullptr ? reason : "", false});
+    }
+
+    [[nodiscard]] const transactional_sink& sink() const noexcept { return *sink_; }
+    [[nodiscard]] const std::string& topic() const noexcept { return topic_; }
+
+   private:
+    transactional_sink* sink_;
+    std::string topic_;
+  };
+
   // ---- the unit -----------------------------------------------------------------------------
 
   void begin() {
     rethrow_if_fenced();
     replace_if_retired();
     settle();
+    // Whatever a letter was produced in has ended: committed letters are gone (commit, settle),
+    // and an aborted attempt's go into the next transaction that passes their records.
+    for (detail::pending_letter& l : letters_)
+      l.sent = false;
     unit_began_ = clock::now();
     staged_.clear();
     if (detail::error_ptr e{rd_kafka_begin_transaction(rk_.get())})
@@ -163,6 +245,7 @@ class transactional_sink final {
   void commit() {
     rethrow_if_fenced();
     if (!staged_.empty()) {
+      produce_letters();
       detail::list_ptr offsets = detail::make_list(static_cast<int>(staged_.size()));
       for (const start_at& s : staged_)
         rd_kafka_topic_partition_list_add(offsets.get(), client_->topic().c_str(),
@@ -192,6 +275,7 @@ class transactional_sink final {
     staged_.clear();
     ++commits_;
     replacements_since_commit_ = 0;
+    forget_sent_letters();
   }
 
   void rollback() noexcept {
@@ -246,12 +330,16 @@ class transactional_sink final {
   /// commit: nothing is written here.
   /// A retired producer is replaced first: its init aborts what the old one left open, which
   /// the offset fetch would otherwise wait for until the transaction timeout.
+  /// A claim forgets the partition's letters that wait for a transaction: its records are
+  /// read again from the claimed position, and given up on again if they fail again.
   [[nodiscard]] std::optional<position> claim(partition_id k, epoch) {
     replace_if_retired();
+    forget_letters(k);
     return load_position(k);
   }
   [[nodiscard]] claimed claim_next(partition_id k) {
     replace_if_retired();
+    forget_letters(k);
     return claimed{epoch::of(0, generation().value_or(0)), load_position(k)};
   }
 
@@ -259,7 +347,7 @@ class transactional_sink final {
 
   /// Transactions committed so far (claims' empty ones included).
   [[nodiscard]] std::size_t commits() const noexcept { return commits_; }
-  /// Messages produced so far, aborted attempts included.
+  /// Messages produced so far, dead letters and aborted attempts included.
   [[nodiscard]] std::size_t produced() const noexcept { return produced_; }
   /// Aborts that failed: unfinished ones are finished before the next unit, a refused one
   /// retires the producer (replaced_producers), any other ends the sink (the coordinator
@@ -267,6 +355,10 @@ class transactional_sink final {
   [[nodiscard]] std::size_t failed_aborts() const noexcept { return failed_aborts_; }
   /// Producers replaced, each after an abort the coordinator refused as INVALID_TXN_STATE.
   [[nodiscard]] std::size_t replaced_producers() const noexcept { return replaced_; }
+  /// Dead letters committed so far, and those waiting for a transaction that passes their
+  /// records.
+  [[nodiscard]] std::size_t letters_committed() const noexcept { return letters_committed_; }
+  [[nodiscard]] std::size_t letters_waiting() const noexcept { return letters_.size(); }
   [[nodiscard]] const producer_options& options() const noexcept { return options_; }
 
  private:
@@ -306,6 +398,7 @@ class transactional_sink final {
       if (committing) {
         ++commits_;
         replacements_since_commit_ = 0;
+        forget_sent_letters();
       }
       return;
     }
@@ -327,6 +420,81 @@ class transactional_sink final {
     if (detail::error_ptr e = writer_.produce(rk_.get(), k, o, row))
       fail("producing to " + writer_.topic(), std::move(e));
     ++produced_;
+  }
+
+  void keep_letter(detail::pending_letter l) {
+    const auto same = std::ranges::find_if(letters_, [&](const detail::pending_letter& x) {
+      return x.partition == l.partition && x.at == l.at;
+    });
+    if (same == letters_.end())
+      letters_.push_back(std::move(l));
+  }
+
+  /// Produces, in the open transaction, each waiting letter whose record a staged position
+  /// passes (a position is the next offset to read: it passes the offsets below it).
+  void produce_letters() {
+    for (detail::pending_letter& l : letters_) {
+      const auto passing = std::ranges::find(staged_, l.partition, &start_at::partition);
+      if (l.sent || passing == staged_.end() || passing->at.value() <= l.at.value())
+        continue;
+      if (detail::error_ptr e = produce_letter(l))
+        fail("producing a dead letter to " + l.topic, std::move(e));
+      l.sent = true;
+      ++produced_;
+    }
+  }
+
+  detail::error_ptr produce_letter(const detail::pending_letter& l) {
+    const std::string partition = std::to_string(l.partition.value());
+    const std::string at = std::to_string(l.at.value());
+    const std::string& from = client_->topic();
+    std::vector<rd_kafka_vu_t> vu(2);
+    vu[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+    vu[0].u.cstr = l.topic.c_str();
+    vu[1].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+    vu[1].u.i = RD_KAFKA_MSG_F_COPY;
+    static std::byte none{};
+    const auto bytes = [](const std::vector<std::byte>& b) -> void* {
+      return b.empty() ? &none : const_cast<std::byte*>(b.data());
+    };
+    if (l.key) {  // none: a null key, as the record had
+      rd_kafka_vu_t& u = vu.emplace_back();
+      u.vtype = RD_KAFKA_VTYPE_KEY;
+      u.u.mem.ptr = bytes(*l.key);
+      u.u.mem.size = l.key->size();
+    }
+    if (l.value) {  // none: a null value
+      rd_kafka_vu_t& u = vu.emplace_back();
+      u.vtype = RD_KAFKA_VTYPE_VALUE;
+      u.u.mem.ptr = bytes(*l.value);
+      u.u.mem.size = l.value->size();
+    }
+    const auto header = [&](const char* name, const std::string& value) {
+      rd_kafka_vu_t& u = vu.emplace_back();
+      u.vtype = RD_KAFKA_VTYPE_HEADER;
+      u.u.header.name = name;
+      u.u.header.val = value.data();
+      u.u.header.size = static_cast<ssize_t>(value.size());
+    };
+    header("commit_order.source.topic", from);
+    header("commit_order.source.partition", partition);
+    header("commit_order.source.offset", at);
+    header("commit_order.reason", l.reason);
+    for (;;) {
+      detail::error_ptr e{rd_kafka_produceva(rk_.get(), vu.data(), vu.size())};
+      if (!e || rd_kafka_error_code(e.get()) != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        return e;
+      rd_kafka_poll(rk_.get(), 10);  // the local queue is full: let deliveries drain it
+    }
+  }
+
+  /// The letters the transaction that just committed carried are durable: forgotten.
+  void forget_sent_letters() {
+    letters_committed_ += static_cast<std::size_t>(
+        std::erase_if(letters_, [](const detail::pending_letter& l) { return l.sent; }));
+  }
+  void forget_letters(partition_id k) {
+    std::erase_if(letters_, [&](const detail::pending_letter& l) { return l.partition == k; });
   }
 
   // None once KF8 refused the source, so that its message is the one error.
@@ -503,7 +671,8 @@ class transactional_sink final {
   producer_options options_;
   detail::handle_ptr rk_;
   std::vector<start_at> staged_;
-  std::exception_ptr dead_;  // why the producer may not be used again
+  std::vector<detail::pending_letter> letters_;  // waiting for a transaction that passes them
+  std::exception_ptr dead_;                      // why the producer may not be used again
   clock::time_point unit_began_{};
   bool in_transaction_ = false;
   bool retired_ = false;  // an abort refused as INVALID_TXN_STATE: replaced before what is next
@@ -512,6 +681,7 @@ class transactional_sink final {
   std::size_t commits_ = 0;
   std::size_t failed_aborts_ = 0;
   std::size_t replaced_ = 0;
+  std::size_t letters_committed_ = 0;
   std::size_t replacements_since_commit_ = 0;
   /// Refused aborts survived without a commit between them: one refusal follows a unit that
   /// committed, so a refusal after several fresh producers is something else.

@@ -39,6 +39,7 @@
 #include "commit_order/adapters/postgres/position_table.hpp"
 #include "commit_order/adapters/postgres/table.hpp"
 #include "commit_order/capabilities.hpp"
+#include "commit_order/concepts.hpp"
 #include "commit_order/detail/concat.hpp"
 #include "commit_order/errors.hpp"
 #include "commit_order/offset.hpp"
@@ -46,12 +47,9 @@
 
 namespace commit_order::postgres {
 
-/// L gives the key and value bytes a dead letter of an Event keeps.
+/// L gives the key and value bytes a dead letter of an Event keeps (commit_order::letter_format).
 template <class L, class Event>
-concept letter_format = requires(const Event& e) {
-  { L::key(e) } -> std::same_as<std::optional<std::vector<std::byte>>>;
-  { L::value(e) } -> std::same_as<std::optional<std::vector<std::byte>>>;
-};
+concept letter_format = commit_order::letter_format<L, Event>;
 
 namespace detail {
 /// The Letter dead_letters stands on once PG8 refused the one it was given: it declares what a

@@ -157,6 +157,16 @@ class pipeline_impl {
   template <class... Args>
   explicit pipeline_impl(Args&&... args) {
     bind_all(std::forward<Args>(args)...);
+    // Dead letters written in a sink's own transaction commit with it (R21 checked their type):
+    // bound to another object of the sink's type, they would never be committed.
+    if constexpr (has_dead_letters) {
+      if constexpr (has_capability_v<DeadLetters, CommitsWithSink>) {
+        if (dead_letters_ != nullptr && &dead_letters_->sink() != &sink_.sink())
+          throw std::invalid_argument(
+              "commit_order: the dead letters are written in the transaction of another sink "
+              "than the one this pipeline writes through -- build them on the pipeline's sink");
+      }
+    }
     // The sink's positions vouch for this source's records: bound to it, a position stored for
     // another source (another topic, another group) is refused at the claim.
     if constexpr (facts.position_in_sink && identified_source<Source> && source_bound_sink<Sink>)
