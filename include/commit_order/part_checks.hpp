@@ -77,7 +77,7 @@ template <class Rule, bool Holds>
 constexpr bool require() {
   static_assert(is_registered_v<Rule>,
                 "commit_order: a part checks a rule that is not in part_rules::all_part_rules");
-  static_assert(detail::fingerprint_for<Rule> == 0xd26bead003c91cd5ULL,
+  static_assert(detail::fingerprint_for<Rule> == 0xeb9c9349ff28ac69ULL,
                 "commit_order: the part rule checks in part_checks.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
   if constexpr (!Holds) {
     static_assert(!std::is_same_v<Rule, max_transaction_rows_zero>,
@@ -151,7 +151,7 @@ constexpr bool require() {
     static_assert(!std::is_same_v<Rule, kafka_layout_members>,
                   "commit_order KF10: the sink's Layout names key or headers but not in the shape the sink calls -- key(const Row&, std::vector<std::byte>&) const and headers(const Row&, std::vector<kafka::header_out>&) const");
     static_assert(!std::is_same_v<Rule, kafka_letter_format>,
-                  "commit_order KF11: the dead letters' Letter does not give a letter's bytes -- it needs static std::optional<std::vector<std::byte>> key(const Event&) and value(const Event&), e.g. kafka::letter_bytes<Codec>");
+                  "commit_order KF11: the dead letters' Letter does not give a letter's bytes -- it needs static std::optional<std::vector<std::byte>> key(const Event&) and value(const Event&), where Event is the pipeline's source event (kafka::letter_bytes<Codec> gives them for kafka::decoded<E>, the event of a kafka::tolerant codec)");
     static_assert(!std::is_same_v<Rule, json_no_fields>,
                   "commit_order JS1: json::codec has no fields -- list the event's members in json::fields<json::field<\"name\", &Event::member>...>");
     static_assert(!std::is_same_v<Rule, json_duplicate_field>,

@@ -356,7 +356,8 @@ struct kafka_letter_format final {
   static constexpr std::string_view message =
       "commit_order KF11: the dead letters' Letter does not give a letter's bytes -- it needs "
       "static std::optional<std::vector<std::byte>> key(const Event&) and value(const Event&), "
-      "e.g. kafka::letter_bytes<Codec>";
+      "where Event is the pipeline's source event (kafka::letter_bytes<Codec> gives them for "
+      "kafka::decoded<E>, the event of a kafka::tolerant codec)";
   static constexpr std::string_view prevents = "a dead letter that keeps nothing of its record";
 };
 

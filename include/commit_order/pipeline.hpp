@@ -126,7 +126,7 @@ class pipeline final
     // failed), and code that uses its members adds no error to the rule's.
     // BEGIN GENERATED RULE CHECKS
     // clang-format off
-    static_assert(rules::registry_fingerprint == 0x0bd7a2b46fcc2fe3ULL,
+    static_assert(rules::registry_fingerprint == 0x2243a9fa3dbc6e66ULL,
                   "commit_order: the rule checks in pipeline.hpp are stale -- regenerate them with `cmake --build <dir> --target rule_checks`");
     static_assert(!std::is_same_v<verdict, rules::unknown_option>,
                   "commit_order S0: unknown or repeated pipeline option -- each of with_store, with_clock, with_transform, with_observer, with_faults, with_error_handling, with_dead_letters and with_executor may be given once");
@@ -227,7 +227,7 @@ class pipeline final
     static_assert(!std::is_same_v<verdict, rules::dead_letters_less_durable>,
                   "commit_order R12: the dead-letter sink is less durable than the sink -- the position passes a record only once it is written durably somewhere");
     static_assert(!std::is_same_v<verdict, rules::letters_need_their_sink>,
-                  "commit_order R21: these dead letters commit with their sink's transaction, and this pipeline does not store its position there -- use their sink as the pipeline's sink under TransactionalPosition, or dead letters durable on put()");
+                  "commit_order R21: these dead letters commit in their own sink's transaction, so the pipeline must write through that sink and store its position there -- use their sink as the pipeline's sink under TransactionalPosition, or dead letters durable on put()");
     static_assert(!std::is_same_v<verdict, rules::executor_needs_concurrent_sink>,
                   "commit_order R13: writes handed to an executor run on several threads and the sink does not declare Concurrent -- make apply thread-safe and declare it, or drop with_executor");
     static_assert(!std::is_same_v<verdict, rules::executor_needs_durable_apply>,

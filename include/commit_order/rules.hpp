@@ -716,9 +716,9 @@ struct dead_letters_less_durable final {
 struct letters_need_their_sink final {
   static constexpr std::string_view id = "R21";
   static constexpr std::string_view message =
-      "commit_order R21: these dead letters commit with their sink's transaction, and this "
-      "pipeline does not store its position there -- use their sink as the pipeline's sink under "
-      "TransactionalPosition, or dead letters durable on put()";
+      "commit_order R21: these dead letters commit in their own sink's transaction, so the "
+      "pipeline must write through that sink and store its position there -- use their sink as "
+      "the pipeline's sink under TransactionalPosition, or dead letters durable on put()";
   static constexpr std::string_view prevents =
       "a position past a record whose dead letter never committed";
   template <class C>

@@ -55,7 +55,7 @@ compile_fail_case(r15_out_of_order_needs_offset_guard R15
 compile_fail_case(r20_executor_flushing_sink R20
   "commit_order R20: this sink makes rows durable only at flush()")
 compile_fail_case(r21_letters_need_their_sink R21
-  "commit_order R21: these dead letters commit with their sink's transaction")
+  "commit_order R21: these dead letters commit in their own sink's transaction")
 compile_fail_case(r16_retry_needs_idempotent_sink R16
   "commit_order R16: retrying a write outside a transaction can apply it twice")
 compile_fail_case(r16_world_retry_needs_idempotent_sink R16

@@ -437,8 +437,16 @@ class transactional_sink final {
       const auto passing = std::ranges::find(staged_, l.partition, &start_at::partition);
       if (l.sent || passing == staged_.end() || passing->at.value() <= l.at.value())
         continue;
-      if (detail::error_ptr e = produce_letter(l))
-        fail("producing a dead letter to " + l.topic, std::move(e));
+      if (detail::error_ptr e = produce_letter(l)) {
+        const bool too_large = rd_kafka_error_code(e.get()) == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+        fail("producing the dead letter of offset " + std::to_string(l.at.value()) +
+                 " of partition " + std::to_string(l.partition.value()) + " to " + l.topic +
+                 (too_large ? " (the letter is larger than message.max.bytes: its record is read "
+                              "again at every poll until the limit is raised or the Letter keeps "
+                              "less)"
+                            : ""),
+             std::move(e));
+      }
       l.sent = true;
       ++produced_;
     }
