@@ -17,6 +17,7 @@
 
 #include "conformance/broken_parts.hpp"
 #include "conformance/hostile_event.hpp"
+#include "conformance/memory_fixture.hpp"
 
 namespace co = commit_order;
 namespace ct = commit_order::testing;
@@ -196,6 +197,82 @@ TEST_CASE("a report counts scenarios and failures per check and lists what did n
   const std::string s = r.summary();
   CHECK(s.find("FAIL  b: 2 scenarios, 1 failures") != std::string::npos);
   CHECK(s.find("not run: c: not declared") != std::string::npos);
+}
+
+// ---- the transactional-log section -----------------------------------------------------------
+
+namespace {
+
+using log_fixture = conformance::transactional_log_fixture;
+using observed = std::vector<ct::observed_row<kit_event>>;
+
+/// A reader blind to the isolation level: its read_committed view shows aborted messages too (as
+/// librdkafka's mock cluster does).
+class isolation_blind_fixture : public log_fixture {
+ public:
+  observed rows() { return log_fixture::uncommitted_rows(); }
+};
+
+/// A fixture that reads one view twice: its read_uncommitted view is the committed one.
+class one_view_fixture : public log_fixture {
+ public:
+  observed uncommitted_rows() { return log_fixture::rows(); }
+};
+
+/// Both views in key order rather than log order (rows reordered by key).
+class key_ordered_fixture : public log_fixture {
+ public:
+  observed rows() { return by_key(log_fixture::rows()); }
+  observed uncommitted_rows() { return by_key(log_fixture::uncommitted_rows()); }
+
+ private:
+  static observed by_key(observed v) {
+    std::stable_sort(v.begin(), v.end(),
+                     [](const auto& a, const auto& b) { return a.key < b.key; });
+    return v;
+  }
+};
+
+const std::string log_section = "transactional log TransactionalPosition<EveryBatch>";
+
+}  // namespace
+
+TEST_CASE("the transactional-log section passes the model and shows its aborted attempts") {
+  const auto r = ct::run_conformance<log_fixture>("memory::transactional_log",
+                                                  only(false, false, true, false));
+  INFO(r.summary());
+  CHECK(r.passed());
+  const auto* c = r.find(log_section);
+  REQUIRE(c != nullptr);
+  CHECK(c->scenarios > 0);
+  CHECK(c->measured.at("aborted attempts shown") > 0);
+  CHECK(c->measured.at("crashes leaving attempts") > 0);
+  // Every policy the rules allow over a log gets its section, beside its crash matrix.
+  CHECK(r.find("transactional log TransactionalPosition<EveryRecord>") != nullptr);
+  CHECK(r.find("transactional log AtMostOnce<EveryBatch>") != nullptr);
+}
+
+TEST_CASE("the transactional-log section fails a read_committed reader shown aborted messages") {
+  const auto r = ct::run_conformance<isolation_blind_fixture>("isolation-blind reader",
+                                                              only(false, false, true, false));
+  expect_failed(r, log_section, "a read_committed consumer would be given a record again");
+  expect_failed(r, "crash matrix TransactionalPosition<EveryBatch>", "it was written durably 1");
+}
+
+TEST_CASE("the transactional-log section fails a fixture that reads one view twice") {
+  const auto r =
+      ct::run_conformance<one_view_fixture>("one view twice", only(false, false, true, false));
+  expect_failed(r, log_section, "no crash left an aborted attempt");
+  // The records themselves are right: the crash matrix alone passes it.
+  expect_passed(r, "crash matrix TransactionalPosition<EveryBatch>");
+}
+
+TEST_CASE("the transactional-log section fails views in key order rather than log order") {
+  const auto r = ct::run_conformance<key_ordered_fixture>("views in key order",
+                                                          only(false, false, true, false));
+  expect_failed(r, log_section, "out of order");
+  // Counted per record, the rows are all there: only the section sees the order.
+  expect_passed(r, "crash matrix TransactionalPosition<EveryBatch>");
 }
 
 // ---- the adversarial tier ------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
 // The conformance fixtures of the memory parts: memory::log as the source, memory::table in the
-// capability variant `Caps` as the sink, memory::position_store as the store; and the same
-// over a memory::partitioned_log of several partitions. Memory parts are their own storage: a
+// capability variant `Caps` (or memory::transactional_log, the model of a topic written in
+// transactions) as the sink, memory::position_store as the store; and the same over a
+// memory::partitioned_log of several partitions. Memory parts are their own storage: a
 // crash leaves them as they are, so close() does nothing to them and every reopen returns the
 // same objects (what "outlives the pipeline" means for the testing kit). The crash tests
 // (tests/crash/) run the kit over these fixtures too.
@@ -23,12 +24,39 @@ namespace conformance {
 
 namespace co = commit_order;
 
-template <class Caps, class Key = kit_key>
-class memory_fixture {
+/// The sink's rows as the kit reads them back: a table's, in key or append order.
+template <class Key, class Caps>
+std::vector<co::testing::observed_row<kit_event>> rows_of(
+    const co::memory::table<kit_event, Key, Caps>& table) {
+  std::vector<co::testing::observed_row<kit_event>> out;
+  table.for_each([&](const auto& r) {
+    out.push_back({r.row.key, r.source_offset, r.row, r.source_partition});
+  });
+  return out;
+}
+
+/// A transactional log's messages as the kit reads them back, in log order.
+inline std::vector<co::testing::observed_row<kit_event>> rows_of(
+    const std::vector<co::memory::log_message<kit_event>>& messages) {
+  std::vector<co::testing::observed_row<kit_event>> out;
+  for (const auto& m : messages)
+    out.push_back({m.row.key, m.source_offset, m.row, m.source_partition});
+  return out;
+}
+
+template <class Sink>
+inline constexpr bool is_transactional_log = false;
+template <class Row, co::durability_level D>
+inline constexpr bool is_transactional_log<co::memory::transactional_log<Row, D>> = true;
+
+/// The memory parts over one partition, into `Sink`: memory::log as the source, the sink,
+/// memory::position_store as the store.
+template <class Sink>
+class memory_fixture_over {
  public:
   using event_type = kit_event;
   using source_type = co::memory::log<kit_event>;
-  using sink_type = co::memory::table<kit_event, Key, Caps>;
+  using sink_type = Sink;
   using store_type = co::memory::position_store<>;
 
   static kit_event make_event(std::int64_t key, std::int64_t seq) { return kit_event{key, seq}; }
@@ -38,34 +66,50 @@ class memory_fixture {
       log_.append(e);
   }
   source_type& source() { return log_; }
-  sink_type& sink() { return table_; }
+  sink_type& sink() { return sink_; }
   store_type& store() { return store_; }
   void close() {}
   void truncate_before(co::position p) { log_.truncate_before(p); }
 
+  /// A table's rows; a transactional log's read_committed view.
   std::vector<co::testing::observed_row<kit_event>> rows() {
-    std::vector<co::testing::observed_row<kit_event>> out;
-    table_.for_each([&](const auto& r) { out.push_back({r.row.key, r.source_offset, r.row}); });
-    return out;
+    if constexpr (is_transactional_log<Sink>)
+      return rows_of(sink_.read_committed());
+    else
+      return rows_of(sink_);
+  }
+  /// A transactional log's read_uncommitted view.
+  std::vector<co::testing::observed_row<kit_event>> uncommitted_rows() requires
+      is_transactional_log<Sink> {
+    return rows_of(sink_.read_uncommitted());
   }
 
  private:
   source_type log_;
-  sink_type table_;
+  sink_type sink_;
   store_type store_;
 };
 
-/// The memory parts over a topic of `Partitions` partitions: memory::partitioned_log, a consumer
-/// manually assigned every partition, the table, a store with one position per partition. The
-/// consumer is the process's: close() drops it, and the next source() makes a fresh one.
-template <class Caps, std::size_t Partitions, class Key = kit_key>
-class partitioned_memory_fixture {
+/// The memory parts into memory::table in the capability variant `Caps`.
+template <class Caps, class Key = kit_key>
+using memory_fixture = memory_fixture_over<co::memory::table<kit_event, Key, Caps>>;
+
+/// The memory parts into memory::transactional_log, the model of a topic written in
+/// transactions: the kit runs its transactional-log section over it.
+using transactional_log_fixture = memory_fixture_over<co::memory::transactional_log<kit_event>>;
+
+/// The memory parts over a topic of `Partitions` partitions, into `Sink`: memory::partitioned_log,
+/// a consumer manually assigned every partition, the sink, a store with one position per
+/// partition. The consumer is the process's: close() drops it, and the next source() makes a
+/// fresh one.
+template <class Sink, std::size_t Partitions>
+class partitioned_memory_fixture_over {
  public:
   static constexpr std::size_t partitions = Partitions;
   using event_type = kit_event;
   using log_type = co::memory::partitioned_log<kit_event>;
   using source_type = typename log_type::consumer;
-  using sink_type = co::memory::table<kit_event, Key, Caps>;
+  using sink_type = Sink;
   using store_type = co::memory::position_store<>;
 
   static kit_event make_event(std::int64_t key, std::int64_t seq) { return kit_event{key, seq}; }
@@ -83,23 +127,36 @@ class partitioned_memory_fixture {
     }
     return *consumer_;
   }
-  sink_type& sink() { return table_; }
+  sink_type& sink() { return sink_; }
   store_type& store() { return store_; }
   void close() { consumer_.reset(); }
 
+  /// A table's rows; a transactional log's read_committed view.
   std::vector<co::testing::observed_row<kit_event>> rows() {
-    std::vector<co::testing::observed_row<kit_event>> out;
-    table_.for_each([&](const auto& r) {
-      out.push_back({r.row.key, r.source_offset, r.row, r.source_partition});
-    });
-    return out;
+    if constexpr (is_transactional_log<Sink>)
+      return rows_of(sink_.read_committed());
+    else
+      return rows_of(sink_);
+  }
+  /// A transactional log's read_uncommitted view.
+  std::vector<co::testing::observed_row<kit_event>> uncommitted_rows() requires
+      is_transactional_log<Sink> {
+    return rows_of(sink_.read_uncommitted());
   }
 
  private:
   log_type log_{Partitions};
   std::optional<source_type> consumer_;
-  sink_type table_;
+  sink_type sink_;
   store_type store_;
 };
+
+template <class Caps, std::size_t Partitions, class Key = kit_key>
+using partitioned_memory_fixture =
+    partitioned_memory_fixture_over<co::memory::table<kit_event, Key, Caps>, Partitions>;
+
+template <std::size_t Partitions>
+using partitioned_transactional_log_fixture =
+    partitioned_memory_fixture_over<co::memory::transactional_log<kit_event>, Partitions>;
 
 }  // namespace conformance

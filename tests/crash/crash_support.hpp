@@ -62,10 +62,6 @@ using transactional_caps = co::capabilities<co::Idempotent, co::OffsetGuarded, c
 /// Plain append that declares a replay harmless (a set of tombstones, say): duplicates are
 /// allowed, counted by offset.
 using harmless_caps = co::capabilities<co::DuplicatesHarmless>;
-/// A transactional log (a topic as a read_committed reader sees it): it appends, unkeyed and
-/// unguarded, and its position commits with its rows. Counted by offset: a duplicate is a
-/// failure unless the guarantee admits it.
-using log_caps = co::capabilities<co::AppendOnly, co::Transactional>;
 /// Over a partitioned source the guarded sinks compare offsets within a partition only (R17).
 using p_guarded_caps = co::capabilities<co::Idempotent, co::OffsetGuarded, co::PartitionScoped>;
 using p_transactional_caps =
@@ -76,7 +72,11 @@ using idempotent_fixture = conformance::memory_fixture<idempotent_caps>;
 using guarded_fixture = conformance::memory_fixture<guarded_caps>;
 using transactional_fixture = conformance::memory_fixture<transactional_caps>;
 using harmless_fixture = conformance::memory_fixture<harmless_caps, co::no_key>;
-using log_fixture = conformance::memory_fixture<log_caps, co::no_key>;
+/// A transactional log, memory::transactional_log (a topic as its read_committed reader sees
+/// it): it appends, unkeyed and unguarded, and its position commits with its rows. Counted by
+/// offset: a duplicate is a failure unless the guarantee admits it. The kit also reads its
+/// read_uncommitted view (its transactional-log section).
+using log_fixture = conformance::transactional_log_fixture;
 
 /// The fixtures over a 2-partition topic, a consumer assigned both partitions.
 inline constexpr std::size_t matrix_partitions = 2;
@@ -86,7 +86,7 @@ using p_idempotent_fixture = two_partitions<idempotent_caps>;
 using p_guarded_fixture = two_partitions<p_guarded_caps>;
 using p_transactional_fixture = two_partitions<p_transactional_caps>;
 using p_harmless_fixture = two_partitions<harmless_caps, co::no_key>;
-using p_log_fixture = two_partitions<log_caps, co::no_key>;
+using p_log_fixture = conformance::partitioned_transactional_log_fixture<matrix_partitions>;
 /// Guarded by offsets alone: with a partitioned source, rule R17 refuses them.
 using p_unscoped_guarded_fixture = two_partitions<guarded_caps>;
 using p_unscoped_transactional_fixture = two_partitions<transactional_caps>;

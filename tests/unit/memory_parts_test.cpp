@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include <commit_order/adapters/memory.hpp>
@@ -215,4 +216,92 @@ TEST_CASE("memory group: after a failure the member delivers its assignment agai
     CHECK(table.load_position(co::partition_id{1}) == co::position{10});
     CHECK(table.owner(co::partition_id{0}) == co::epoch::of(0, g.generation()));
   }
+}
+
+// ---- memory::transactional_log ----------------------------------------------------------------
+
+namespace {
+using txn_log = co::memory::transactional_log<order_event>;
+std::vector<std::int64_t> source_offsets(
+    const std::vector<co::memory::log_message<order_event>>& v) {
+  std::vector<std::int64_t> out;
+  for (const auto& m : v)
+    out.push_back(m.source_offset.value());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("memory transactional log: an abort stays in the log, shown only uncommitted") {
+  txn_log log;
+  const co::partition_id p0{0};
+  log.begin();
+  log.apply(p0, co::offset{0}, order_event{1, 10});
+  log.apply(p0, co::offset{1}, order_event{2, 20});
+  log.store_position(p0, co::position{2});
+  log.rollback();
+  CHECK(log.read_committed().empty());
+  CHECK(source_offsets(log.read_uncommitted()) == std::vector<std::int64_t>{0, 1});
+  CHECK(log.load_position() == std::nullopt);  // the staged position went with the abort
+  // Two messages and the abort's marker: the redo's messages start at offset 3.
+  CHECK(log.end_offset() == 3);
+  log.begin();
+  log.apply(p0, co::offset{0}, order_event{1, 10});
+  log.apply(p0, co::offset{1}, order_event{2, 20});
+  log.store_position(p0, co::position{2});
+  log.commit();
+  const auto committed = log.read_committed();
+  REQUIRE(committed.size() == 2);
+  CHECK(committed[0].at == 3);
+  CHECK(committed[1].at == 4);
+  CHECK(source_offsets(log.read_uncommitted()) == std::vector<std::int64_t>{0, 1, 0, 1});
+  CHECK(log.load_position() == co::position{2});
+  CHECK(log.commits() == 1);
+  CHECK(log.aborts() == 1);
+  CHECK(log.end_offset() == 6);
+}
+
+TEST_CASE("memory transactional log: an open transaction holds read_committed readers back") {
+  txn_log log;
+  const co::partition_id p0{0};
+  log.begin();
+  log.apply(p0, co::offset{0}, order_event{1, 10});
+  log.commit();
+  log.begin();
+  log.apply(p0, co::offset{1}, order_event{2, 20});
+  CHECK(log.in_transaction());
+  CHECK(log.last_stable_offset() == 2);  // the open transaction's first message
+  CHECK(source_offsets(log.read_committed()) == std::vector<std::int64_t>{0});
+  CHECK(source_offsets(log.read_uncommitted()) == std::vector<std::int64_t>{0, 1});
+  log.commit();
+  CHECK(log.last_stable_offset() == log.end_offset());
+  CHECK(source_offsets(log.read_committed()) == std::vector<std::int64_t>{0, 1});
+  // A transaction that wrote nothing leaves no marker.
+  const auto end = log.end_offset();
+  log.begin();
+  log.store_position(p0, co::position{2});
+  log.commit();
+  CHECK(log.end_offset() == end);
+  CHECK(log.load_position() == co::position{2});
+}
+
+TEST_CASE("memory transactional log: writes only inside a transaction, fences older owners") {
+  txn_log log;
+  const co::partition_id p0{0};
+  CHECK_THROWS_AS(log.apply(p0, co::offset{0}, order_event{1, 10}), std::logic_error);
+  log.begin();
+  CHECK_THROWS_AS(log.begin(), std::logic_error);
+  const co::claimed first = log.claim_next(p0);
+  CHECK(first.stored == std::nullopt);
+  log.commit();
+  log.begin();
+  const co::claimed second = log.claim_next(p0);
+  log.commit();
+  CHECK(first.owner < second.owner);
+  CHECK(log.owner(p0) == second.owner);
+  log.begin();
+  CHECK_THROWS_AS(log.store_position(p0, co::position{1}, first.owner), co::fenced);
+  CHECK_THROWS_AS(log.claim(p0, first.owner), co::fenced);
+  log.store_position(p0, co::position{1}, second.owner);
+  log.commit();
+  CHECK(log.load_position(p0) == co::position{1});
 }

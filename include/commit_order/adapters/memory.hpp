@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
 // commit_order/adapters/memory.hpp — the testing kit: an in-memory log (one partition, or a
-// topic of several), table, position store and consumer group coordinator, for tests,
-// benchmarks and documentation. Its concurrent parts are included on their own, like the thread
-// pool, so that a synchronous test does not pay for locks and tasks:
+// topic of several), table, transactional log, position store and consumer group coordinator,
+// for tests, benchmarks and documentation. Its concurrent parts are included on their own, like the
+// thread pool, so that a synchronous test does not pay for locks and tasks:
 // memory/manual_executor.hpp (with the executor path, commit_order/executor.hpp) and
 // memory/synchronized.hpp.
 #pragma once
@@ -17,3 +17,4 @@
 #include "commit_order/adapters/memory/partitioned_log.hpp"
 #include "commit_order/adapters/memory/position_store.hpp"
 #include "commit_order/adapters/memory/table.hpp"
+#include "commit_order/adapters/memory/transactional_log.hpp"

@@ -50,6 +50,7 @@
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"
 #include "commit_order/policy.hpp"
+#include "commit_order/testing/detail/log_views.hpp"
 #include "commit_order/testing/detail/scenario.hpp"
 #include "commit_order/testing/detail/step_model.hpp"
 #include "commit_order/testing/fixture.hpp"
@@ -179,8 +180,10 @@ position unit_end_of(const stream<Event>& s, const unit_ref& u) {
   return position::after(s.offset_of(u.records.back()));
 }
 
+/// The matrix of one policy into `c`, and, over a fixture with both views of a transactional
+/// log, its transactional-log section into `log`.
 template <class F, class Policy>
-void run_policy_matrix(check_report& c, const conformance_options& o) {
+void run_policy_matrix(check_report& c, const conformance_options& o, check_report* log = nullptr) {
   using traits = fixture_traits<F>;
   using pf = pipeline_for<F, Policy>;
   using guarantee = guarantee_t<Policy>;
@@ -220,6 +223,25 @@ void run_policy_matrix(check_report& c, const conformance_options& o) {
     return parts == 1 ? std::string() : " of partition " + std::to_string(k);
   };
   matrix_totals t;
+  // The transactional-log section: both readers of the log, at every moment the rows are read.
+  constexpr bool views = traits::has_uncommitted_view;
+  log_totals lt;
+  auto log_views = [&](world<F>& w, const std::string& scenario, const std::string& when,
+                       const std::vector<bool>& may_abort) -> std::size_t {
+    if constexpr (views) {
+      if (log == nullptr)
+        return 0;
+      const fail_fn fail = [&](const std::string& what) { log->fail(scenario + ": " + what); };
+      try {
+        return check_log_views(w, s, when, !guarantee::may_duplicate, may_abort, lt, fail);
+      } catch (...) {
+        fail(when + ": reading the log's two views: " + describe(std::current_exception()));
+        return 0;
+      }
+    } else {
+      return 0;
+    }
+  };
 
   std::vector<std::size_t> clock_patterns{0};
   if (timer)
@@ -287,6 +309,12 @@ void run_policy_matrix(check_report& c, const conformance_options& o) {
             }
             w.fixture.close();
             check_rows(w, s, "after reopening", fail);
+            if constexpr (views) {
+              if (log != nullptr)
+                ++log->scenarios;
+              log_views(w, config + ", uncrashed run", "after reopening",
+                        std::vector<bool>(static_cast<std::size_t>(n), false));
+            }
           } catch (...) {
             fail("unexpected exception: " + describe(std::current_exception()));
             ref.reset();
@@ -372,6 +400,22 @@ void run_policy_matrix(check_report& c, const conformance_options& o) {
             // The process is gone: every part closes, and what reopens is what was durable.
             w.fixture.close();
             check_rows(w, s, "after the crash and reopening", fail);
+            // The crashed unit's rows that did not become durable: an aborted attempt of each
+            // may be in the log.
+            [[maybe_unused]] std::vector<bool> may_abort(static_cast<std::size_t>(n), false);
+            for (std::size_t r = e.rows_durable; r < u.records.size(); ++r)
+              may_abort[static_cast<std::size_t>(u.records[r])] = true;
+            [[maybe_unused]] const std::string scenario =
+                config + ", crash at point " + std::to_string(at) + ", " + where;
+            [[maybe_unused]] std::size_t attempts = 0;
+            if constexpr (views) {
+              if (log != nullptr)
+                ++log->scenarios;
+              attempts = log_views(w, scenario, "after the crash and reopening", may_abort);
+              lt.attempts_shown += attempts;
+              if (attempts != 0)
+                ++lt.crashes_leaving;
+            }
             std::vector<std::int64_t> resume(parts, 0);
             for (std::size_t k = 0; k < parts; ++k) {
               const std::optional<position> stored = w.template stored<Policy>(partition(k));
@@ -426,6 +470,15 @@ void run_policy_matrix(check_report& c, const conformance_options& o) {
                   fail("the run to the end did not store the end of the log" + of_partition(k));
             w.fixture.close();
             check_rows(w, s, "after the run to the end and reopening", fail);
+            if constexpr (views) {
+              const std::size_t after =
+                  log_views(w, scenario, "after the run to the end", may_abort);
+              if (after != attempts && log != nullptr)
+                log->fail(scenario + ": the read_uncommitted view shows " + std::to_string(after) +
+                          " aborted attempts after the run to the end, " +
+                          std::to_string(attempts) + " after the crash: the run after it aborted " +
+                          "or lost some");
+            }
 
             // The reference: records in [written_end, resume) of a partition are skipped for
             // good, records in [resume, written_end) are written again.
@@ -509,6 +562,8 @@ void run_policy_matrix(check_report& c, const conformance_options& o) {
          "), " + std::to_string(t.regressions) + " regressions seen");
   if (!t.largest_loss_example.empty())
     c.note("largest loss: " + t.largest_loss_example);
+  if (log != nullptr)
+    close_log_section(*log, lt, t.crashes);
   c.measured["crashes"] = t.crashes;
   c.measured["losing"] = t.losing;
   c.measured["records lost"] = t.records_lost;
@@ -534,7 +589,10 @@ template <conformance_fixture F, class Policy>
 bool run_crash_matrix_of(report& r, const conformance_options& o = {}) {
   if constexpr (legal_over_v<F, Policy>) {
     check_report& c = r.add("crash matrix " + detail::policy_name<Policy>());
-    detail::run_policy_matrix<F, Policy>(c, o);
+    check_report* log = nullptr;
+    if constexpr (fixture_traits<F>::has_uncommitted_view)
+      log = &r.add("transactional log " + detail::policy_name<Policy>());
+    detail::run_policy_matrix<F, Policy>(c, o, log);
     return true;
   } else {
     r.not_run.push_back("crash matrix " + detail::policy_name<Policy>() +

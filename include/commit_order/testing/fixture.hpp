@@ -39,6 +39,12 @@
 //                              power_cut_facility): every part that declares Synced is checked
 //                              across simulated power cuts with it, and a Synced part without
 //                              it is a reported failure
+//   std::vector<observed_row<R>> uncommitted_rows();
+//                              a sink that is a log written in transactions (a topic): what a
+//                              read_uncommitted reader is shown, aborted attempts included, in
+//                              log order; rows() is then what a read_committed reader is shown,
+//                              in log order. The crash matrix then also runs its
+//                              transactional-log section (detail/log_views.hpp)
 //   static constexpr bool source_is_stand_in = true;
 //                              the source only feeds the sink under test (e.g. a memory log
 //                              declared Synced in front of a database sink): its declared
@@ -215,6 +221,9 @@ struct fixture_traits final {
   static constexpr bool has_retention = requires(F & f, position p) { f.truncate_before(p); };
   static constexpr bool has_append = requires(F & f, const event_type& e) {
     { f.append(e) } -> std::same_as<offset>;
+  };
+  static constexpr bool has_uncommitted_view = requires(F & f) {
+    { f.uncommitted_rows() } -> std::same_as<std::vector<observed_row<row_type>>>;
   };
   static constexpr bool has_power = requires(F & f) {
     f.power();
