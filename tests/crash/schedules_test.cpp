@@ -75,6 +75,10 @@ TEST_CASE("random schedules: crashes, sink failures and retention never break th
     if (!o.seed && total >= 10000) {
       // Every configuration of the sink completed a schedule.
       CHECK(c.measured.at("configurations reached") == c.measured.at("configurations"));
+      // The transactional log's read_uncommitted reader was shown aborted attempts, and both of
+      // its readers were held to one log after every life.
+      if constexpr (ct::fixture_traits<F>::has_uncommitted_view)
+        CHECK(c.measured.at("aborted attempts shown") > 0);
     }
     for (const std::string& f : r.failure_descriptions())
       failed.push_back(f);

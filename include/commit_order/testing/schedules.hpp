@@ -38,6 +38,7 @@
 
 #include "commit_order/errors.hpp"
 #include "commit_order/faults.hpp"
+#include "commit_order/testing/detail/log_views.hpp"
 #include "commit_order/testing/detail/scenario.hpp"
 #include "commit_order/testing/fixture.hpp"
 #include "commit_order/testing/options.hpp"
@@ -57,6 +58,7 @@ struct schedule_totals {
   std::size_t dead_lettered = 0;
   std::size_t records_lost = 0;
   std::size_t records_replayed = 0;
+  std::size_t aborted_attempts = 0;  ///< a transactional log's, shown to read_uncommitted only
   std::map<std::string, std::size_t> per_config;
 };
 
@@ -190,6 +192,16 @@ void run_schedule(std::mt19937_64& rng, schedule_totals& t, const conformance_op
     // The process is gone: what reopens is what was durable.
     w.fixture.close();
     check_rows(w, s, "after life " + std::to_string(life) + " and reopening", fail_rows);
+    if constexpr (traits::has_uncommitted_view) {
+      // A transactional log, through both of its readers: one log, each record once and in
+      // order for the read_committed one where the policy never writes twice, and every
+      // aborted attempt before its record's committed copy (failed records retried over several
+      // lives leave any number of them).
+      log_totals views;
+      t.aborted_attempts += check_log_views(
+          w, s, "after life " + std::to_string(life), !guarantee::may_duplicate,
+          std::vector<bool>(static_cast<std::size_t>(n), true), views, fail_rows, 0);
+    }
   }
 
   // ---- invariants over the whole schedule ----------------------------------------------------
@@ -282,6 +294,11 @@ void run_random_schedules(report& r, const conformance_options& o = {}) {
         c.fail("no record failed");
       if (traits::has_retention && t.positions_lost == 0)
         c.fail("retention never overtook a stored position");
+      if (traits::has_uncommitted_view && t.aborted_attempts == 0)
+        c.fail(
+            "no schedule left an aborted attempt for a transactional log's read_uncommitted "
+            "reader: the sink takes aborted messages out, or uncommitted_rows() reads the "
+            "committed view");
     }
   }
   c.measured["schedules"] = t.schedules;
@@ -293,6 +310,7 @@ void run_random_schedules(report& r, const conformance_options& o = {}) {
   c.measured["positions lost"] = t.positions_lost;
   c.measured["records lost"] = t.records_lost;
   c.measured["records replayed"] = t.records_replayed;
+  c.measured["aborted attempts shown"] = t.aborted_attempts;
   c.measured["configurations"] = configs.size();
   c.measured["configurations reached"] = t.per_config.size();
   c.note(std::to_string(configs.size()) + " legal configurations, " +
