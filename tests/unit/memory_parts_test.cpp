@@ -305,3 +305,16 @@ TEST_CASE("memory transactional log: writes only inside a transaction, fences ol
   log.commit();
   CHECK(log.load_position(p0) == co::position{1});
 }
+
+TEST_CASE("memory transactional log: fencing inside one transaction sees its own claim") {
+  txn_log log;
+  const co::partition_id p0{0};
+  log.begin();
+  const co::claimed a = log.claim_next(p0);
+  const co::claimed b = log.claim_next(p0);
+  CHECK(a.owner < b.owner);
+  log.store_position(p0, co::position{1}, b.owner);  // the owner it just claimed
+  CHECK_THROWS_AS(log.claim(p0, a.owner), co::fenced);
+  log.commit();
+  CHECK(log.owner(p0) == b.owner);
+}

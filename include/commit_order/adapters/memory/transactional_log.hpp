@@ -117,7 +117,7 @@ class transactional_log final {
 
   /// Stages `p` only while `e` still owns partition `k`.
   void store_position(partition_id k, position p, epoch e) {
-    const epoch now = owner(k);
+    const epoch now = current_owner(k);
     if (e != now)
       throw fenced(e, now, k);
     store_position(k, p);
@@ -133,7 +133,7 @@ class transactional_log final {
   /// or throws `fenced` when a newer owner has claimed it.
   std::optional<position> claim(partition_id k, epoch e) {
     require_transaction("claim()");
-    const epoch now = owner(k);
+    const epoch now = current_owner(k);
     if (e < now)
       throw fenced(e, now, k);
     slot& s = staged_slot(k);
@@ -145,7 +145,7 @@ class transactional_log final {
   /// Raises partition `k`'s owner epoch by one: the last owner started wins.
   claimed claim_next(partition_id k) {
     require_transaction("claim_next()");
-    const epoch e = owner(k).next();
+    const epoch e = current_owner(k).next();
     slot& s = staged_slot(k);
     s.owner = e;
     s.owner_staged = true;
@@ -214,6 +214,13 @@ class transactional_log final {
     const entry& e = entries_[i];
     return log_message<Row>{static_cast<std::int64_t>(i), *e.row, e.source_partition,
                             e.source_offset};
+  }
+  /// The owner a claim staged in the open transaction, else the committed one.
+  [[nodiscard]] epoch current_owner(partition_id k) const noexcept {
+    for (const slot& s : staged_)
+      if (s.partition == k && s.owner_staged)
+        return s.owner;
+    return owner(k);
   }
   const slot* find(partition_id k) const noexcept {
     for (const slot& s : slots_)
