@@ -43,6 +43,12 @@ inline std::vector<co::testing::observed_row<kit_event>> rows_of(
     out.push_back({m.row.key, m.source_offset, m.row, m.source_partition});
   return out;
 }
+/// A transactional log's rows: what its read_committed reader is shown.
+template <co::durability_level D>
+std::vector<co::testing::observed_row<kit_event>> rows_of(
+    const co::memory::transactional_log<kit_event, D>& log) {
+  return rows_of(log.read_committed());
+}
 
 template <class Sink>
 inline constexpr bool is_transactional_log = false;
@@ -72,12 +78,7 @@ class memory_fixture_over {
   void truncate_before(co::position p) { log_.truncate_before(p); }
 
   /// A table's rows; a transactional log's read_committed view.
-  std::vector<co::testing::observed_row<kit_event>> rows() {
-    if constexpr (is_transactional_log<Sink>)
-      return rows_of(sink_.read_committed());
-    else
-      return rows_of(sink_);
-  }
+  std::vector<co::testing::observed_row<kit_event>> rows() { return rows_of(sink_); }
   /// A transactional log's read_uncommitted view.
   std::vector<co::testing::observed_row<kit_event>> uncommitted_rows() requires
       is_transactional_log<Sink> {
@@ -132,12 +133,7 @@ class partitioned_memory_fixture_over {
   void close() { consumer_.reset(); }
 
   /// A table's rows; a transactional log's read_committed view.
-  std::vector<co::testing::observed_row<kit_event>> rows() {
-    if constexpr (is_transactional_log<Sink>)
-      return rows_of(sink_.read_committed());
-    else
-      return rows_of(sink_);
-  }
+  std::vector<co::testing::observed_row<kit_event>> rows() { return rows_of(sink_); }
   /// A transactional log's read_uncommitted view.
   std::vector<co::testing::observed_row<kit_event>> uncommitted_rows() requires
       is_transactional_log<Sink> {
