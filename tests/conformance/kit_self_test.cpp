@@ -233,6 +233,23 @@ class key_ordered_fixture : public log_fixture {
   }
 };
 
+/// A zombie's write: each record's committed copy is told to be its first message in the log, so
+/// an aborted attempt of it stands after the copy, as a fenced-too-late owner's would.
+class zombie_fixture : public log_fixture {
+ public:
+  observed rows() {
+    observed committed = log_fixture::rows();
+    const observed all = log_fixture::uncommitted_rows();
+    for (auto& r : committed)
+      for (const auto& a : all)
+        if (a.source_partition == r.source_partition && a.source_offset == r.source_offset) {
+          r.log_offset = a.log_offset;
+          break;
+        }
+    return committed;
+  }
+};
+
 const std::string log_section = "transactional log TransactionalPosition<EveryBatch>";
 
 }  // namespace
@@ -264,6 +281,14 @@ TEST_CASE("the transactional-log section fails a fixture that reads one view twi
       ct::run_conformance<one_view_fixture>("one view twice", only(false, false, true, false));
   expect_failed(r, log_section, "no crash left an aborted attempt");
   // The records themselves are right: the crash matrix alone passes it.
+  expect_passed(r, "crash matrix TransactionalPosition<EveryBatch>");
+}
+
+TEST_CASE("the transactional-log section fails an attempt written after its committed copy") {
+  const auto r =
+      ct::run_conformance<zombie_fixture>("zombie writes", only(false, false, true, false));
+  expect_failed(r, log_section, "after the record's committed copy");
+  // Counted per record, nothing is lost or twice: only the section sees the zombie.
   expect_passed(r, "crash matrix TransactionalPosition<EveryBatch>");
 }
 

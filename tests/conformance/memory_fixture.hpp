@@ -40,7 +40,7 @@ inline std::vector<co::testing::observed_row<kit_event>> rows_of(
     const std::vector<co::memory::log_message<kit_event>>& messages) {
   std::vector<co::testing::observed_row<kit_event>> out;
   for (const auto& m : messages)
-    out.push_back({m.row.key, m.source_offset, m.row, m.source_partition});
+    out.push_back({m.row.key, m.source_offset, m.row, m.source_partition, m.at});
   return out;
 }
 /// A transactional log's rows: what its read_committed reader is shown.

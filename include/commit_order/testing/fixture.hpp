@@ -75,6 +75,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <ratio>
 #include <span>
 #include <type_traits>
@@ -93,6 +94,9 @@ struct observed_row {
   offset source_offset{};           ///< the source offset the row carries
   Row row{};                        ///< the row itself, compared with the row the record makes
   partition_id source_partition{};  ///< the partition it carries (a partitioned fixture's)
+  /// Where a log's reader was shown it (a transactional log's fixture): its views are then
+  /// matched by log offset, exactly, rather than by content.
+  std::optional<std::int64_t> log_offset{};
 };
 
 /// Simulated power cuts over one fixture's storage (an LD_PRELOAD shim, a VFS, a server stopped
